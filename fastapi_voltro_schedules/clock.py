@@ -1,0 +1,36 @@
+"""Time, injected.
+
+The engine never calls ``datetime.now()`` or ``anyio.sleep()`` directly: it asks a ``Clock``.
+Tests pass a :class:`fastapi_voltro_schedules.testing.ManualClock` and move time instead of
+sleeping.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+import anyio
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of wall-clock time and a way to wait for it."""
+
+    def now(self) -> datetime:
+        """The current instant, timezone-aware, in UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of this clock's time (may return early; callers re-check now())."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(max(0.0, seconds))

@@ -1,0 +1,113 @@
+"""The ledger tables, on the package's own ``MetaData``.
+
+They never join the application's ``SQLModel.metadata``: a user's ``create_all`` or Alembic
+autogenerate must not pick them up by accident, and ours must not pick up theirs. Users who
+want them in their own Alembic import :data:`voltro_metadata` (see ``docs/migrations.md``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, Index, MetaData, String, Text, TypeDecorator
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+RUNS_TABLE = "_voltro_schedule_runs"
+CLAIMS_TABLE = "_voltro_schedule_claims"
+ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
+
+voltro_metadata = MetaData()
+"""The metadata holding ``_voltro_schedule_runs`` and ``_voltro_schedule_claims``."""
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every dialect.
+
+    SQLite stores ISO-8601 text (``2026-05-28T09:00:00.000123+00:00``, which sorts like time);
+    MySQL/MariaDB need ``DATETIME(6)`` or they drop the microseconds; Postgres has
+    ``timestamptz``. Naive values are refused rather than guessed at.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(32))
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the ledger stores aware UTC instants")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.isoformat(timespec="microseconds")
+        if dialect.name in ("mysql", "mariadb"):
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+class _VoltroModel(SQLModel, registry=registry(metadata=voltro_metadata)):
+    pass
+
+
+class ScheduleRun(_VoltroModel, table=True):
+    """One firing that ran, was skipped, missed, or is queued."""
+
+    __tablename__ = RUNS_TABLE
+    __table_args__ = (
+        # "last run of a schedule" and "queued rows of a schedule by scheduled_at"
+        Index("ix_voltro_runs_name_scheduled", "name", "scheduled_at"),
+        Index("ix_voltro_runs_name_status_scheduled", "name", "status", "scheduled_at"),
+        # the retention sweep walks finished rows by age
+        Index("ix_voltro_runs_finished", "finished_at"),
+    )
+
+    id: str = Field(sa_type=String(40), primary_key=True)  # type: ignore[call-overload]
+    name: str = Field(sa_type=String(200), nullable=False)  # type: ignore[call-overload]
+    scheduled_at: datetime = Field(sa_type=UTCDateTime, nullable=False)  # type: ignore[call-overload]
+    fired_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
+    status: str = Field(sa_type=String(16), nullable=False)  # type: ignore[call-overload]
+    trigger: str = Field(sa_type=String(16), nullable=False)  # type: ignore[call-overload]
+    coordination_outcome: str = Field(default="", sa_type=String(16), nullable=False)  # type: ignore[call-overload]
+    replica_id: str = Field(default="", sa_type=String(200), nullable=False)  # type: ignore[call-overload]
+    heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
+    error_tag: str | None = Field(default=None, sa_type=String(200))  # type: ignore[call-overload]
+    error_message: str | None = Field(default=None, sa_type=Text)  # type: ignore[call-overload]
+
+
+class ScheduleClaim(_VoltroModel, table=True):
+    """One claimed slot: ``<name>@<YYYY-MM-DDTHH:MM:SS>``. The primary key elects the winner."""
+
+    __tablename__ = CLAIMS_TABLE
+    __table_args__ = (Index("ix_voltro_claims_claimed_at", "claimed_at"),)
+
+    key: str = Field(sa_type=String(255), primary_key=True)  # type: ignore[call-overload]
+    claimed_at: datetime = Field(sa_type=UTCDateTime, nullable=False)  # type: ignore[call-overload]
+    replica_id: str = Field(default="", sa_type=String(200), nullable=False)  # type: ignore[call-overload]
+
+
+runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
+claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
+
+
+def claim_key(name: str, scheduled_at: datetime) -> str:
+    """The claim key of a slot: the name and the UTC second, identical on every replica."""
+    return f"{name}@{scheduled_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')}"
