@@ -1,1 +1,72 @@
-"""fastapi-voltro-schedules."""
+"""fastapi-voltro-schedules: recurring cron jobs inside a FastAPI app.
+
+One definition runs on a laptop, a fleet of replicas on Postgres, or behind a Kubernetes
+CronJob — fired exactly once per slot, with a ledger of what happened to every slot.
+"""
+
+from __future__ import annotations
+
+from .api import schedules_router
+from .clock import Clock, SystemClock
+from .config import SchedulingConfig
+from .context import ScheduleContext, WorkflowStarter
+from .cron import CronSpec
+from .definition import Schedule, WorkflowTarget, define_schedule
+from .discovery import discover_schedules
+from .enums import (
+    BackfillPolicy,
+    ChangeStrategy,
+    Coordination,
+    CoordinationOutcome,
+    ExternalMissedPolicy,
+    OverlapPolicy,
+    RunStatus,
+    Trigger,
+    TriggerMode,
+)
+from .errors import (
+    ConfigurationError,
+    DiscoveryError,
+    InvalidCronError,
+    ScheduleDefinitionError,
+    SchemaError,
+    StoreUnavailableError,
+    VoltroError,
+)
+from .models import voltro_metadata
+from .scheduling import Scheduling
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackfillPolicy",
+    "ChangeStrategy",
+    "Clock",
+    "ConfigurationError",
+    "Coordination",
+    "CoordinationOutcome",
+    "CronSpec",
+    "DiscoveryError",
+    "ExternalMissedPolicy",
+    "InvalidCronError",
+    "OverlapPolicy",
+    "RunStatus",
+    "Schedule",
+    "ScheduleContext",
+    "ScheduleDefinitionError",
+    "Scheduling",
+    "SchedulingConfig",
+    "SchemaError",
+    "StoreUnavailableError",
+    "SystemClock",
+    "Trigger",
+    "TriggerMode",
+    "VoltroError",
+    "WorkflowStarter",
+    "WorkflowTarget",
+    "__version__",
+    "define_schedule",
+    "discover_schedules",
+    "schedules_router",
+    "voltro_metadata",
+]

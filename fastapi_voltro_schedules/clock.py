@@ -34,3 +34,8 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(max(0.0, seconds))
+
+
+def iso_z(instant: datetime) -> str:
+    """``2026-03-04T09:00:00.000Z``: how instants appear in logs and JSON."""
+    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

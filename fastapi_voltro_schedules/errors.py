@@ -6,6 +6,7 @@
     ├── ScheduleDefinitionError   a define_schedule() argument is wrong (also a ValueError)
     │   └── InvalidCronError      the cron expression or its zone cannot be used
     ├── DiscoveryError            two schedules share a name, or a module cannot be imported
+    ├── ScheduleNotFoundError     no schedule has that name (also a LookupError)
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
     └── StoreUnavailableError     the database could not be reached (fail closed)
@@ -43,3 +44,11 @@ class SchemaError(VoltroError):
 
 class StoreUnavailableError(VoltroError):
     """The store could not be reached or did not answer in time."""
+
+
+class ScheduleNotFoundError(VoltroError, LookupError):
+    """No schedule with this name is defined in the app."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'no schedule named "{name}" — check the name (it is case-sensitive)')
+        self.name = name

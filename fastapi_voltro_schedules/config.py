@@ -1,0 +1,152 @@
+"""``SchedulingConfig``: app-wide settings, from code or ``VOLTRO_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+
+from .enums import ChangeStrategy, Coordination, ExternalMissedPolicy, TriggerMode
+from .errors import ConfigurationError
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
+
+StoreKind = Literal["memory", "sqlite", "postgres", "mysql"]
+
+
+def default_replica_id() -> str:
+    """``<hostname>-<pid>``: distinct per process, readable in the ledger."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class SchedulingConfig(BaseSettings):
+    """App-wide scheduling settings. Every field reads ``VOLTRO_<FIELD>`` from the environment.
+
+    Tokens are ``SecretStr``: their value never appears in a repr, a log line or an error.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="VOLTRO_", extra="forbid", frozen=True)
+
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        description="SQLAlchemy async URL of the ledger (sqlite+aiosqlite, postgresql+asyncpg, "
+        "mysql+asyncmy). Ignored when Scheduling(engine=...) shares the app's engine.",
+    )
+    trigger: TriggerMode = Field(
+        default=TriggerMode.SELF, description="App-wide default trigger for schedules."
+    )
+    coordination: Coordination | None = Field(
+        default=None,
+        description="single | advisoryLock | cluster; unset derives it from the store "
+        "(memory/sqlite → single, postgres/mariadb/mysql → advisoryLock).",
+    )
+    schedule_heartbeat_ms: int = Field(
+        default=30_000, gt=0, description="How often a running row's heartbeat_at is bumped."
+    )
+    queue_adoption_window_ms: int | None = Field(
+        default=None,
+        gt=0,
+        description="Bound for adopting a dead waiter's queued firing; unset = 2 × the "
+        "schedule's period from the waiter's last beat.",
+    )
+    external_trigger_skew_ms: int = Field(
+        default=300_000,
+        ge=0,
+        description="How late an external arrival may be and still snap back to its "
+        "occurrence (never past the previous occurrence).",
+    )
+    external_missed_policy: ExternalMissedPolicy = Field(default=ExternalMissedPolicy.RECORD)
+    change_strategy: ChangeStrategy = Field(default=ChangeStrategy.POLL)
+    replica_id: str = Field(default_factory=default_replica_id, min_length=1, max_length=200)
+    schedule_trigger_token: SecretStr | None = Field(
+        default=None, description="Bearer token of the trigger routes (CronJob-facing)."
+    )
+    inspect_token: SecretStr | None = Field(
+        default=None, description="Bearer token of the inspect routes and the dashboard."
+    )
+    shutdown_grace_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="How long in-flight runs may finish at shutdown before they are cancelled "
+        "and recorded failed/shutdown.",
+    )
+    run_retention_ms: int | None = Field(
+        default=30 * 24 * 3600 * 1000,
+        gt=0,
+        description="Finished run rows older than this are swept; None keeps them forever. "
+        "Queued rows are never swept.",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _parseable_url(cls, value: str) -> str:
+        try:
+            store_kind(value)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    def heartbeat_seconds(self) -> float:
+        return self.schedule_heartbeat_ms / 1000
+
+
+def store_kind(url_or_dialect: str) -> StoreKind:
+    """Which kind of store a URL (or a SQLAlchemy dialect name) points at."""
+    if "://" not in url_or_dialect and ":" not in url_or_dialect:
+        backend, database = url_or_dialect, "x"
+    else:
+        try:
+            url = make_url(url_or_dialect)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"VOLTRO_DATABASE_URL is not a database URL ({exc}) — use e.g. "
+                "sqlite+aiosqlite:///./voltro.db or postgresql+asyncpg://user@host/db"
+            ) from None
+        backend, database = url.get_backend_name(), url.database or ""
+    if backend == "sqlite":
+        return "memory" if database in ("", ":memory:") else "sqlite"
+    if backend in ("postgresql", "postgres"):
+        return "postgres"
+    if backend in ("mysql", "mariadb"):
+        return "mysql"
+    raise ConfigurationError(
+        f'database backend "{backend}" is not supported — use sqlite+aiosqlite, '
+        "postgresql+asyncpg or mysql+asyncmy"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinationChoice:
+    """The coordination a store can serve, and the boot warning when it differs from the ask."""
+
+    effective: Coordination
+    warning: str | None = None
+
+
+def resolve_coordination(requested: Coordination | None, kind: StoreKind) -> CoordinationChoice:
+    """Derive or check the coordination against the store (SPEC §2)."""
+    multi_instance = kind in ("postgres", "mysql")
+    if requested is None:
+        return CoordinationChoice(
+            Coordination.ADVISORY_LOCK if multi_instance else Coordination.SINGLE
+        )
+    if requested is Coordination.SINGLE:
+        return CoordinationChoice(requested)
+    if not multi_instance:
+        return CoordinationChoice(
+            Coordination.SINGLE,
+            f"scheduling.coordination={requested.value} needs a multi-instance SQL store — "
+            f"falling back to single ({kind})",
+        )
+    if requested is Coordination.CLUSTER:
+        return CoordinationChoice(
+            Coordination.ADVISORY_LOCK,
+            "scheduling.coordination=cluster is not available in this version — falling back "
+            f"to advisoryLock ({kind}), which also fires each slot exactly once",
+        )
+    return CoordinationChoice(requested)

@@ -1,0 +1,55 @@
+"""What a handler receives: ``ScheduleContext``, and the workflow starter it may call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .enums import Trigger
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .definition import Schedule
+
+
+@runtime_checkable
+class WorkflowStarter(Protocol):
+    """Anything that can start a durable workflow by name (``Scheduling(workflows=...)``)."""
+
+    async def start(self, name: str, payload: dict[str, Any]) -> str:
+        """Start workflow ``name`` with ``payload``; return its id."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleContext:
+    """Firing metadata handed to a schedule's handler.
+
+    Use ``scheduled_at`` — not ``datetime.now()`` — for time-bucketed work: it is derived from
+    the cron expression, identical on every replica, and stays the slot's instant when the run
+    is late (or replayed by a backfill). For a Run now click it is the instant of the click.
+    """
+
+    scheduled_at: datetime
+    """The slot this firing is for (aware, UTC)."""
+    fired_at: datetime
+    """When the handler actually started (aware, UTC)."""
+    run_id: str
+    """The ``_voltro_schedule_runs`` row of this firing (``sr_…``)."""
+    trigger: Trigger
+    """``"self"``, ``"external"`` or ``"manual"`` (a ``str`` enum equal to those strings)."""
+    deadline: datetime
+    """When the watchdog (``max_runtime_ms``) gives up on this run; long handlers can check it."""
+    schedule: Schedule
+    """The schedule being fired."""
+    app: FastAPI | None = None
+    """The FastAPI application the scheduler runs in (``None`` outside an app)."""
+    workflows: WorkflowStarter | None = None
+    """The starter given to ``Scheduling(workflows=...)``, also on ``app.state.workflows``."""
+
+    @property
+    def name(self) -> str:
+        """The schedule's name."""
+        return self.schedule.name

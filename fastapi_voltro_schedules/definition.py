@@ -1,0 +1,329 @@
+"""``define_schedule``: a schedule is validated completely when it is defined.
+
+A typo must fail at import, in the boot log, naming the schedule, the field, the bad value and
+the fix — never inside a timer loop that then silently never fires.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias, overload
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .context import ScheduleContext
+from .cron import CronSpec
+from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
+from .errors import InvalidCronError, ScheduleDefinitionError
+
+Handler: TypeAlias = Callable[[ScheduleContext], Awaitable[None] | None]
+PayloadFactory: TypeAlias = Callable[[ScheduleContext], Mapping[str, Any]]
+
+DEFAULT_MAX_RUNTIME_MS = 1_800_000
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowTarget:
+    """A schedule whose only job is to start a durable workflow.
+
+    ``payload`` builds the workflow's input from the firing (``ctx.scheduled_at`` is the slot),
+    or is a fixed mapping; ``None`` sends ``{}``.
+    """
+
+    name: str
+    payload: PayloadFactory | Mapping[str, Any] | None = None
+
+    def build_payload(self, ctx: ScheduleContext) -> dict[str, Any]:
+        """The payload for one firing."""
+        if self.payload is None:
+            return {}
+        if callable(self.payload):
+            return dict(self.payload(ctx))
+        return dict(self.payload)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Schedule:
+    """A validated schedule definition. Build one with :func:`define_schedule`.
+
+    Its time functions are the ones the engine, backfill and the external snap use — there is
+    no second copy of the cron math.
+    """
+
+    name: str
+    cron: str
+    timezone: str
+    spec: CronSpec = field(repr=False)
+    handler: Handler | None = field(default=None, repr=False)
+    workflow: WorkflowTarget | None = None
+    trigger: TriggerMode | None = None
+    on_overlap: OverlapPolicy = OverlapPolicy.SKIP
+    backfill: BackfillPolicy = BackfillPolicy.SKIP
+    max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS
+    description: str | None = None
+    module: str | None = None
+    """The module that defined it (for error messages)."""
+
+    @property
+    def has_seconds(self) -> bool:
+        """Whether the cron has a leading seconds field (such a schedule is always ``self``)."""
+        return self.spec.has_seconds
+
+    @property
+    def max_runtime(self) -> timedelta:
+        return timedelta(milliseconds=self.max_runtime_ms)
+
+    def effective_trigger(self, app_default: TriggerMode | str) -> TriggerMode:
+        """The schedule's own trigger, else the app-wide default."""
+        return self.trigger if self.trigger is not None else TriggerMode(app_default)
+
+    def next_occurrence(self, after: datetime) -> datetime:
+        """The first occurrence strictly after ``after`` (aware), as an aware UTC datetime."""
+        return self.spec.next_occurrence(after)
+
+    def previous_occurrence(self, at: datetime) -> datetime | None:
+        """The newest occurrence at or before ``at`` (aware UTC), if any."""
+        return self.spec.previous_occurrence(at)
+
+    def occurrences(
+        self, start: datetime, end: datetime, limit: int | None = None
+    ) -> list[datetime]:
+        """Every occurrence in ``(start, end]``, in order (at most ``limit`` of them)."""
+        return self.spec.occurrences(start, end, limit)
+
+    def iter_occurrences(self, start: datetime, end: datetime | None = None) -> Iterator[datetime]:
+        """Occurrences after ``start`` (up to ``end`` inclusive), lazily."""
+        return self.spec.iter_occurrences(start, end)
+
+    def period_at(self, instant: datetime) -> timedelta:
+        """The interval between the occurrences around ``instant`` (cron is not fixed-interval)."""
+        return self.spec.period_at(instant)
+
+
+def _prefix(name: object) -> str:
+    return f'define_schedule("{name}")' if isinstance(name, str) else f"define_schedule({name!r})"
+
+
+def _choice(name: object, field_name: str, value: object, enum: type[Any]) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = " | ".join(f'"{m.value}"' for m in enum)
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: {field_name}={value!r} is not one of {allowed} — pass one of those"
+        ) from None
+
+
+def _validate_timezone(name: object, timezone: object) -> str:
+    if timezone is None or timezone == "":
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: timezone is required and has no default — pass an IANA zone, "
+            'e.g. timezone="UTC" or timezone="Europe/Berlin" (server-local time is never assumed)'
+        )
+    if not isinstance(timezone, str):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: timezone={timezone!r} must be an IANA zone name string, "
+            'e.g. "Europe/Berlin"'
+        )
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleDefinitionError(
+            f'{_prefix(name)}: unknown timezone "{timezone}" — use an IANA zone name such as '
+            '"UTC", "Europe/Berlin" or "America/New_York"'
+        ) from None
+    return timezone
+
+
+def _validate(
+    *,
+    name: object,
+    cron: object,
+    timezone: object,
+    handler: object,
+    workflow: object,
+    trigger: object,
+    on_overlap: object,
+    backfill: object,
+    max_runtime_ms: object,
+    description: object,
+) -> dict[str, Any]:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: name={name!r} is not a valid schedule name — use 1–200 letters, "
+            'digits, "_", "-", "." or ":", starting with a letter or digit (e.g. "dailyDigest"); '
+            "it is the claim key and a URL segment"
+        )
+    if not isinstance(cron, str) or not cron.strip():
+        raise ScheduleDefinitionError(
+            f'{_prefix(name)}: cron={cron!r} is required — pass a five-field expression such as '
+            '"0 9 * * *" or a six-field one with leading seconds such as "*/30 * * * * *"'
+        )
+    tz = _validate_timezone(name, timezone)
+    try:
+        spec = CronSpec.parse(cron, tz)
+    except InvalidCronError as exc:
+        raise InvalidCronError(f"{_prefix(name)}: {exc}") from None
+    if handler is not None and workflow is not None:
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: both handler and workflow are set — a schedule has exactly one "
+            "target; keep handler= (and call ctx.workflows.start(...) from it) or keep workflow="
+        )
+    if handler is not None and not callable(handler):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: handler={handler!r} is not callable — pass an `async def` or "
+            "`def` taking a ScheduleContext"
+        )
+    if workflow is not None and not isinstance(workflow, WorkflowTarget):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: workflow={workflow!r} must be a WorkflowTarget(name=..., "
+            "payload=...)"
+        )
+    if isinstance(workflow, WorkflowTarget) and (
+        not isinstance(workflow.name, str) or not workflow.name
+    ):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: workflow name {workflow.name!r} is empty — name the workflow to "
+            'start, e.g. WorkflowTarget(name="billing.dailyRollup")'
+        )
+    trigger_mode = (
+        None if trigger is None else _choice(name, "trigger", trigger, TriggerMode)
+    )
+    if trigger_mode is TriggerMode.EXTERNAL and spec.has_seconds:
+        raise ScheduleDefinitionError(
+            f'{_prefix(name)}: cron "{cron}" has a seconds field, but trigger="external" — '
+            "platform schedulers (Kubernetes CronJob, EventBridge, Cloud Scheduler) are "
+            'minute-granular; use a five-field cron or trigger="self"'
+        )
+    overlap = _choice(name, "on_overlap", on_overlap, OverlapPolicy)
+    backfill_policy = _choice(name, "backfill", backfill, BackfillPolicy)
+    if (
+        isinstance(max_runtime_ms, bool)
+        or not isinstance(max_runtime_ms, int)
+        or max_runtime_ms <= 0
+    ):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: max_runtime_ms={max_runtime_ms!r} must be a positive integer "
+            f"number of milliseconds (default {DEFAULT_MAX_RUNTIME_MS:_} = 30 min)"
+        )
+    if description is not None and not isinstance(description, str):
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: description={description!r} must be a string or None"
+        )
+    return {
+        "name": name,
+        "cron": cron,
+        "timezone": tz,
+        "spec": spec,
+        "workflow": workflow,
+        "trigger": trigger_mode,
+        "on_overlap": overlap,
+        "backfill": backfill_policy,
+        "max_runtime_ms": max_runtime_ms,
+        "description": description,
+    }
+
+
+def _caller_module() -> str | None:
+    frame = sys._getframe(2)
+    return frame.f_globals.get("__name__") if frame is not None else None
+
+
+@overload
+def define_schedule(
+    *,
+    name: str,
+    cron: str,
+    timezone: str,
+    handler: Handler,
+    trigger: TriggerMode | str | None = None,
+    on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+    backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
+    max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
+    description: str | None = None,
+) -> Schedule: ...
+
+
+@overload
+def define_schedule(
+    *,
+    name: str,
+    cron: str,
+    timezone: str,
+    workflow: WorkflowTarget,
+    trigger: TriggerMode | str | None = None,
+    on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+    backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
+    max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
+    description: str | None = None,
+) -> Schedule: ...
+
+
+@overload
+def define_schedule(
+    *,
+    name: str,
+    cron: str,
+    timezone: str,
+    trigger: TriggerMode | str | None = None,
+    on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+    backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
+    max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
+    description: str | None = None,
+) -> Callable[[Handler], Schedule]: ...
+
+
+def define_schedule(
+    *,
+    name: str | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+    handler: Handler | None = None,
+    workflow: WorkflowTarget | None = None,
+    trigger: TriggerMode | str | None = None,
+    on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+    backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
+    max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
+    description: str | None = None,
+) -> Schedule | Callable[[Handler], Schedule]:
+    """Define a schedule; every argument is validated now.
+
+    With ``handler=`` or ``workflow=`` it returns the :class:`Schedule`. With neither it returns
+    a decorator taking the handler (an ``async def`` or a plain ``def``, which runs in a worker
+    thread)::
+
+        @define_schedule(name="dailyRollup", cron="0 2 * * *", timezone="UTC")
+        async def daily_rollup(ctx: ScheduleContext) -> None: ...
+    """
+    fields = _validate(
+        name=name,
+        cron=cron,
+        timezone=timezone,
+        handler=handler,
+        workflow=workflow,
+        trigger=trigger,
+        on_overlap=on_overlap,
+        backfill=backfill,
+        max_runtime_ms=max_runtime_ms,
+        description=description,
+    )
+    module = _caller_module()
+    if handler is not None or workflow is not None:
+        return Schedule(handler=handler, module=module, **fields)
+
+    def decorate(fn: Handler) -> Schedule:
+        if isinstance(fn, Schedule) or not callable(fn) or inspect.isclass(fn):
+            raise ScheduleDefinitionError(
+                f"{_prefix(name)}: @define_schedule(...) was applied to {fn!r}, which is not a "
+                "handler — decorate an `async def` or `def` function taking a ScheduleContext"
+            )
+        return Schedule(
+            handler=fn, module=getattr(fn, "__module__", None) or module, **fields
+        )
+
+    return decorate

@@ -1,0 +1,464 @@
+"""The self-trigger engine: one supervisor task over a heap of next instants.
+
+10,000 schedules are one task and one heap, not 10,000 sleeping tasks. Each schedule keeps
+``last_planned`` — the newest slot it has accounted for (fired, skipped or recorded missed).
+On every wake the slots in ``(last_planned, now]`` are due; more than one means the process
+fell behind (busy loop, wall-clock step, suspended VM) and the backfill policy decides. Because
+the next instant is always derived from ``last_planned`` and never from a sleep's length, a
+clock stepping back never fires a slot twice and a clock stepping forward never loses one
+silently.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from .clock import iso_z
+from .enums import (
+    Coordination,
+    CoordinationOutcome,
+    OverlapPolicy,
+    RunStatus,
+    Trigger,
+)
+from .errors import StoreUnavailableError
+from .logs import logger
+from .models import claim_key
+from .planning import is_live, last_seen, passed_slots, plan_fall_behind
+from .runner import Runner
+from .store import RunRecord, new_run_id
+
+if TYPE_CHECKING:
+    from .clock import Clock
+    from .definition import Schedule
+    from .store import Store
+
+MAX_SLEEP_SECONDS = 30.0
+"""Longest single sleep: every wait is re-evaluated against the wall clock at least this often."""
+
+RETENTION_INTERVAL_SECONDS = 600.0
+RETENTION_BATCH = 1000
+CLAIM_RETENTION = timedelta(days=7)
+
+
+@dataclass(slots=True)
+class _Armed:
+    schedule: Schedule
+    last_planned: datetime
+    due_at: datetime
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """This process's live runs, per schedule: the in-process half of the overlap rule."""
+
+    runs: dict[str, dict[str, RunRecord]] = field(default_factory=lambda: defaultdict(dict))
+    locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    count: int = 0
+    idle: anyio.Event = field(default_factory=anyio.Event)
+
+    def add(self, run: RunRecord) -> None:
+        self.runs[run.name][run.id] = run
+        self.count += 1
+
+    def remove(self, run: RunRecord) -> None:
+        if self.runs[run.name].pop(run.id, None) is not None:
+            self.count -= 1
+            if self.count == 0:
+                self.idle.set()
+                self.idle = anyio.Event()
+
+    def lock(self, name: str) -> anyio.Lock:
+        return self.locks.setdefault(name, anyio.Lock())
+
+
+class Engine:
+    """Arms ``self`` schedules and carries out firings. Owned by :class:`Scheduling`."""
+
+    def __init__(
+        self,
+        *,
+        schedules: Sequence[Schedule],
+        store: Store,
+        clock: Clock,
+        runner: Runner,
+        coordination: Coordination,
+        replica_id: str,
+        heartbeat_ms: int,
+        shutdown_grace_ms: int,
+        run_retention_ms: int | None,
+    ) -> None:
+        self.schedules = list(schedules)
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+        self.coordination = coordination
+        self.replica_id = replica_id
+        self.heartbeat_ms = heartbeat_ms
+        self.shutdown_grace = shutdown_grace_ms / 1000
+        self.run_retention = (
+            None if run_retention_ms is None else timedelta(milliseconds=run_retention_ms)
+        )
+        self._heap: list[tuple[datetime, int, str]] = []
+        self._armed: dict[str, _Armed] = {}
+        self._seq = itertools.count()
+        self._in_flight = _InFlight()
+        self._runs: TaskGroup | None = None
+        self._timer_scope: anyio.CancelScope | None = None
+        self._stopped = anyio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def supervise(
+        self,
+        start_from: dict[str, datetime] | None = None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Arm every schedule and keep firing until :meth:`stop`.
+
+        ``start_from`` maps a schedule to the newest slot a boot backfill already planned;
+        the live timer continues right after it, so nothing between the two is unaccounted.
+        """
+        now = self.clock.now()
+        for schedule in self.schedules:
+            self.arm(schedule, (start_from or {}).get(schedule.name, now))
+        try:
+            async with anyio.create_task_group() as runs:
+                self._runs = runs
+                with anyio.CancelScope() as timer_scope:
+                    self._timer_scope = timer_scope
+                    runs.start_soon(self._retention_loop)
+                    task_status.started()
+                    await self._timer_loop()
+                await self._drain()
+                runs.cancel_scope.cancel()
+        finally:
+            self._runs = None
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
+        ``failed``/``shutdown``)."""
+        if self._timer_scope is not None:
+            self._timer_scope.cancel()
+        await self._stopped.wait()
+
+    async def _drain(self) -> None:
+        if self._in_flight.count == 0:
+            return
+        logger.info(
+            "scheduler: stopping  inFlight=%d graceMs=%d",
+            self._in_flight.count,
+            int(self.shutdown_grace * 1000),
+        )
+        with anyio.move_on_after(self.shutdown_grace):
+            while self._in_flight.count:
+                await self._in_flight.idle.wait()
+
+    # -- the timer ------------------------------------------------------------------------
+
+    def arm(self, schedule: Schedule, last_planned: datetime) -> None:
+        due_at = schedule.next_occurrence(last_planned)
+        self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
+        heapq.heappush(self._heap, (due_at, next(self._seq), schedule.name))
+
+    def next_firing(self, name: str) -> datetime | None:
+        armed = self._armed.get(name)
+        return None if armed is None else armed.due_at
+
+    async def _timer_loop(self) -> None:
+        while True:
+            now = self.clock.now()
+            self._dispatch_due(now)
+            wait = MAX_SLEEP_SECONDS
+            if self._heap:
+                wait = min(wait, (self._heap[0][0] - now).total_seconds())
+            await self.clock.sleep(max(wait, 0.0))
+
+    def _dispatch_due(self, now: datetime) -> None:
+        # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
+        # one cron computation per distinct expression, not one per schedule.
+        walks: dict[tuple[int, datetime], tuple[list[datetime], bool]] = {}
+        while self._heap and self._heap[0][0] <= now:
+            due_at, _, name = heapq.heappop(self._heap)
+            armed = self._armed.get(name)
+            if armed is None or armed.due_at != due_at:
+                continue  # superseded entry
+            schedule = armed.schedule
+            walk_key = (id(schedule.spec), armed.last_planned)
+            if walk_key not in walks:
+                walks[walk_key] = passed_slots(schedule.spec, armed.last_planned, now)
+            slots, capped = walks[walk_key]
+            if capped:
+                logger.warning(
+                    "schedule: catch-up capped  name=%s slots=%d (older slots not enumerated)",
+                    name,
+                    len(slots),
+                )
+            if slots:
+                self._start(self._fire_slots, schedule, slots)
+                self.arm(schedule, slots[-1])
+            else:  # the clock stepped back while we slept: re-arm, fire nothing twice
+                heapq.heappush(self._heap, (armed.due_at, next(self._seq), name))
+
+    def _start(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        if self._runs is not None:
+            self._runs.start_soon(fn, *args)
+
+    async def _fire_slots(self, schedule: Schedule, slots: list[datetime]) -> None:
+        plan = plan_fall_behind(slots, schedule.backfill)
+        if plan.missed:
+            await self.record_missed(schedule, plan.missed, Trigger.SELF)
+        for slot in plan.fire:
+            await self.fire(schedule, slot, Trigger.SELF)
+
+    # -- one firing -----------------------------------------------------------------------
+
+    async def fire(self, schedule: Schedule, scheduled_at: datetime, trigger: Trigger) -> None:
+        """Gate, overlap, record and run one slot (waits for the run to finish)."""
+        run = await self.admit(schedule, scheduled_at, trigger)
+        if run is not None:
+            await self._execute(schedule, run)
+
+    async def fire_now(self, schedule: Schedule) -> RunRecord:
+        """Run now: always runs, ``trigger="manual"``, no coordination, no overlap rule.
+        Returns once the run row exists; the handler runs in the background."""
+        run = await self.admit(schedule, self.clock.now(), Trigger.MANUAL)
+        assert run is not None
+        self._start(self._execute, schedule, run)
+        return run
+
+    async def admit(
+        self, schedule: Schedule, scheduled_at: datetime, trigger: Trigger
+    ) -> RunRecord | None:
+        """Decide whether this replica runs the slot; if so write its ``running`` row."""
+        outcome = CoordinationOutcome.NONE
+        if trigger is not Trigger.MANUAL:
+            gate = await self._gate(schedule, scheduled_at)
+            if gate is None:
+                return None
+            outcome = gate
+            if schedule.on_overlap is OverlapPolicy.SKIP and await self._skip(
+                schedule, scheduled_at, trigger, outcome
+            ):
+                return None
+            if schedule.on_overlap is OverlapPolicy.QUEUE:
+                # In-process chain: serialise behind this process's run of the schedule.
+                await self._in_flight.lock(schedule.name).acquire()
+        now = self.clock.now()
+        run = RunRecord(
+            id=new_run_id(),
+            name=schedule.name,
+            scheduled_at=scheduled_at,
+            status=RunStatus.RUNNING,
+            trigger=trigger,
+            coordination_outcome=outcome,
+            fired_at=now,
+            replica_id=self.replica_id,
+        )
+        try:
+            await self.store.insert_run(run)
+        except StoreUnavailableError as exc:
+            self._release_queue(schedule, trigger)
+            logger.warning(
+                "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
+                schedule.name,
+                iso_z(scheduled_at),
+                exc,
+            )
+            return None
+        self._in_flight.add(run)
+        return run
+
+    async def _execute(self, schedule: Schedule, run: RunRecord) -> None:
+        try:
+            await self.runner.execute(schedule, run)
+        finally:
+            self._in_flight.remove(run)
+            self._release_queue(schedule, run.trigger)
+
+    def _release_queue(self, schedule: Schedule, trigger: Trigger) -> None:
+        if trigger is not Trigger.MANUAL and schedule.on_overlap is OverlapPolicy.QUEUE:
+            self._in_flight.lock(schedule.name).release()
+
+    async def _gate(
+        self, schedule: Schedule, scheduled_at: datetime
+    ) -> CoordinationOutcome | None:
+        if self.coordination is Coordination.SINGLE:
+            return CoordinationOutcome.SINGLE
+        key = claim_key(schedule.name, scheduled_at)
+        try:
+            won = await self.store.claim(key, self.replica_id, self.clock.now())
+        except StoreUnavailableError as exc:
+            # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
+            logger.warning(
+                "schedule: claim failed — not firing (fail-closed)  name=%s slot=%s: %s",
+                schedule.name,
+                iso_z(scheduled_at),
+                exc,
+            )
+            return None
+        return CoordinationOutcome.WON_LOCK if won else None
+
+    async def _skip(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+    ) -> bool:
+        now = self.clock.now()
+        holder: RunRecord | None = next(iter(self._in_flight.runs[schedule.name].values()), None)
+        scope = "process"
+        if holder is None and self.coordination is not Coordination.SINGLE:
+            scope = "cluster"
+            holder = await self._live_elsewhere(schedule, now)
+        if holder is None:
+            return False
+        seen = last_seen(holder.fired_at, holder.heartbeat_at) or now
+        logger.info(
+            "schedule: overlap skip  name=%s scope=%s heldBy=%s lastSeenMs=%d",
+            schedule.name,
+            scope,
+            holder.replica_id,
+            int((now - seen).total_seconds() * 1000),
+        )
+        await self._record(schedule, scheduled_at, trigger, outcome, RunStatus.SKIPPED)
+        return True
+
+    async def _live_elsewhere(self, schedule: Schedule, now: datetime) -> RunRecord | None:
+        try:
+            rows = await self.store.live_runs(schedule.name)
+        except StoreUnavailableError as exc:
+            logger.warning("schedule: overlap check failed  name=%s: %s", schedule.name, exc)
+            return None
+        live: RunRecord | None = None
+        for row in rows:
+            if is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms):
+                live = live or row
+                continue
+            # A corpse: its replica stopped beating. One conditional write marks it, once.
+            if await self.store.update_run(
+                row.id,
+                expect_status=RunStatus.RUNNING,
+                status=RunStatus.FAILED,
+                finished_at=now,
+                error_tag="abandoned",
+                error_message=f"replica {row.replica_id} stopped reporting (no heartbeat for "
+                f"{self.heartbeat_ms * 3} ms)",
+            ):
+                logger.warning(
+                    "schedule: marked a silent run abandoned  name=%s runId=%s heldBy=%s",
+                    schedule.name,
+                    row.id,
+                    row.replica_id,
+                )
+        return live
+
+    async def record_missed(
+        self, schedule: Schedule, slots: list[datetime], trigger: Trigger
+    ) -> None:
+        """Record slots nobody ran as ``missed`` (once across replicas under advisoryLock)."""
+        outcome = (
+            CoordinationOutcome.SINGLE
+            if self.coordination is Coordination.SINGLE
+            else CoordinationOutcome.WON_LOCK
+        )
+        try:
+            if self.coordination is not Coordination.SINGLE:
+                keys = {claim_key(schedule.name, slot): slot for slot in slots}
+                won = await self.store.claim_many(list(keys), self.replica_id, self.clock.now())
+                slots = [slot for key, slot in keys.items() if key in won]
+            now = self.clock.now()
+            await self.store.insert_runs(
+                [
+                    RunRecord(
+                        id=new_run_id(),
+                        name=schedule.name,
+                        scheduled_at=slot,
+                        status=RunStatus.MISSED,
+                        trigger=trigger,
+                        coordination_outcome=outcome,
+                        finished_at=now,
+                        replica_id=self.replica_id,
+                    )
+                    for slot in slots
+                ]
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record %d missed slots  name=%s: %s",
+                len(slots),
+                schedule.name,
+                exc,
+            )
+            return
+        if slots:
+            logger.info(
+                "schedule: missed  name=%s slots=%d first=%s last=%s",
+                schedule.name,
+                len(slots),
+                iso_z(slots[0]),
+                iso_z(slots[-1]),
+            )
+
+    async def _record(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        status: RunStatus,
+    ) -> None:
+        now = self.clock.now()
+        try:
+            await self.store.insert_run(
+                RunRecord(
+                    id=new_run_id(),
+                    name=schedule.name,
+                    scheduled_at=scheduled_at,
+                    status=status,
+                    trigger=trigger,
+                    coordination_outcome=outcome,
+                    fired_at=now,
+                    finished_at=now,
+                    replica_id=self.replica_id,
+                )
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record %s  name=%s: %s", status.value, schedule.name, exc
+            )
+
+    # -- housekeeping ---------------------------------------------------------------------
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await self.sweep()
+            await self.clock.sleep(RETENTION_INTERVAL_SECONDS)
+
+    async def sweep(self) -> int:
+        """Delete finished runs past retention and old claims, in batches. Queued rows stay."""
+        now = self.clock.now()
+        removed = 0
+        try:
+            if self.run_retention is not None:
+                while True:
+                    n = await self.store.sweep_runs(now - self.run_retention, RETENTION_BATCH)
+                    removed += n
+                    if n < RETENTION_BATCH:
+                        break
+            await self.store.prune_claims(now - CLAIM_RETENTION, RETENTION_BATCH)
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: retention sweep failed: %s", exc)
+        return removed

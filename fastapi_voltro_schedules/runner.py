@@ -1,0 +1,172 @@
+"""Running one firing: the handler under its watchdog and heartbeat, and its outcome recorded.
+
+The row is already ``running`` when we get here (the engine wrote it). Whatever happens —
+success, an exception, the watchdog, shutdown — the row ends terminal, written with a
+conditional update so a replica that already marked it ``abandoned`` is not overwritten.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from .context import ScheduleContext, WorkflowStarter
+from .enums import RunStatus
+from .errors import ConfigurationError, StoreUnavailableError
+from .logs import logger
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .clock import Clock
+    from .definition import Schedule
+    from .store import RunRecord, Store
+
+ERROR_MESSAGE_LIMIT = 2000
+
+
+@dataclass(slots=True)
+class Runner:
+    """Executes firings for one scheduler (one process)."""
+
+    store: Store
+    clock: Clock
+    replica_id: str
+    heartbeat_ms: int
+    app: FastAPI | None = None
+    workflows: WorkflowStarter | None = None
+
+    def context(self, schedule: Schedule, run: RunRecord) -> ScheduleContext:
+        fired_at = run.fired_at or self.clock.now()
+        return ScheduleContext(
+            scheduled_at=run.scheduled_at,
+            fired_at=fired_at,
+            run_id=run.id,
+            trigger=run.trigger,
+            deadline=fired_at + schedule.max_runtime,
+            schedule=schedule,
+            app=self.app,
+            workflows=self.workflows,
+        )
+
+    async def execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
+        """Run the handler of ``run`` and record how it ended; returns the recorded status."""
+        ctx = self.context(schedule, run)
+        timed_out = False
+        error: BaseException | None = None
+        try:
+            with anyio.CancelScope() as run_scope:
+
+                async def watchdog() -> None:
+                    nonlocal timed_out
+                    await _sleep_until(self.clock, ctx.deadline)
+                    timed_out = True
+                    run_scope.cancel()
+
+                async with anyio.create_task_group() as helpers:
+                    helpers.start_soon(watchdog)
+                    helpers.start_soon(self._beat, run.id)
+                    try:
+                        await self._invoke(schedule, ctx)
+                    except Exception as exc:
+                        error = exc
+                    finally:
+                        helpers.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            # Shutdown cancelled us past the grace period: say so in the ledger, then go.
+            with anyio.CancelScope(shield=True):
+                await self.finish(run, RunStatus.FAILED, "shutdown", "the app shut down mid-run")
+            raise
+        if timed_out:
+            status, tag = RunStatus.FAILED, "timeout"
+            message = (
+                f"exceeded max_runtime_ms={schedule.max_runtime_ms}"
+                + ("; the worker thread was abandoned" if not _is_async(schedule) else "")
+            )
+        elif error is not None:
+            status, tag, message = RunStatus.FAILED, type(error).__name__, str(error)
+            logger.warning(
+                "schedule: run failed  name=%s runId=%s errorTag=%s", schedule.name, run.id, tag
+            )
+        else:
+            status, tag, message = RunStatus.SUCCEEDED, None, None
+        await self.finish(run, status, tag, message)
+        return status
+
+    async def finish(
+        self, run: RunRecord, status: RunStatus, tag: str | None, message: str | None
+    ) -> bool:
+        """Write the terminal status iff the row is still ours and ``running``."""
+        try:
+            return await self.store.update_run(
+                run.id,
+                expect_status=RunStatus.RUNNING,
+                expect_replica_id=self.replica_id,
+                status=status,
+                finished_at=self.clock.now(),
+                error_tag=tag,
+                error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
+            )
+        except StoreUnavailableError as exc:
+            # The row stays `running`; without beats it reads dead after 3 intervals and the
+            # next replica to look marks it abandoned.
+            logger.warning(
+                "schedule: could not record the outcome  name=%s runId=%s status=%s: %s",
+                run.name,
+                run.id,
+                status.value,
+                exc,
+            )
+            return False
+
+    async def _beat(self, run_id: str) -> None:
+        interval = self.heartbeat_ms / 1000
+        while True:
+            await self.clock.sleep(interval)
+            try:
+                await self.store.heartbeat([run_id], self.clock.now(), self.replica_id)
+            except StoreUnavailableError as exc:
+                logger.warning("schedule: heartbeat failed  runId=%s: %s", run_id, exc)
+
+    async def _invoke(self, schedule: Schedule, ctx: ScheduleContext) -> None:
+        if schedule.workflow is not None:
+            if self.workflows is None:
+                raise ConfigurationError(
+                    f'schedule "{schedule.name}" targets workflow "{schedule.workflow.name}" but '
+                    "no workflow starter is configured — pass Scheduling(workflows=...)"
+                )
+            await self.workflows.start(schedule.workflow.name, schedule.workflow.build_payload(ctx))
+            return
+        handler = schedule.handler
+        assert handler is not None
+        if _is_async(schedule):
+            await cast(Awaitable[Any], handler(ctx))
+            return
+        # A plain def runs in a worker thread; on timeout the thread is abandoned (Python
+        # cannot kill a thread) and keeps running until it returns.
+        result = await anyio.to_thread.run_sync(handler, ctx, abandon_on_cancel=True)
+        if inspect.isawaitable(result):
+            await result
+
+
+def _is_async(schedule: Schedule) -> bool:
+    handler = schedule.handler
+    if handler is None:
+        return True
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
+    )
+
+
+async def _sleep_until(clock: Clock, instant: Any) -> None:
+    # Chunked and re-checked: the clock may step, and a long deadline must not fire early.
+    while True:
+        remaining = (instant - clock.now()) / timedelta(seconds=1)
+        if remaining <= 0:
+            return
+        await clock.sleep(min(remaining, 60.0))

@@ -1,0 +1,221 @@
+"""``Scheduling``: the object an app wires into its lifespan.
+
+Boot order: validate the schedule set against the app-wide config, pick the coordination the
+store can serve (warn on a fallback), make sure the ledger schema is there (SQLite: migrate;
+a server database: refuse to start until ``voltro migrate`` ran), log what will run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .clock import Clock, SystemClock, iso_z
+from .config import CoordinationChoice, SchedulingConfig, StoreKind, resolve_coordination, store_kind
+from .context import WorkflowStarter
+from .definition import Schedule
+from .discovery import check_unique_names, discover_schedules
+from .enums import Coordination, TriggerMode
+from .engine import Engine
+from .errors import ConfigurationError, ScheduleNotFoundError, SchemaError
+from .runner import Runner
+from .logs import ensure_visible, logger
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from .store import RunRecord, Store
+
+
+class Scheduling:
+    """The scheduler of one app: its schedules, config, store and clock.
+
+    ``FastAPI(lifespan=scheduling.lifespan)``, or ``async with scheduling.run(app):`` inside a
+    lifespan of your own.
+    """
+
+    def __init__(
+        self,
+        schedules: Iterable[Schedule] = (),
+        *,
+        config: SchedulingConfig | None = None,
+        engine: AsyncEngine | None = None,
+        clock: Clock | None = None,
+        workflows: WorkflowStarter | None = None,
+    ) -> None:
+        self.schedules: list[Schedule] = check_unique_names(list(schedules))
+        self.config = config if config is not None else SchedulingConfig()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.workflows = workflows
+        self._engine = engine
+        self.store_kind: StoreKind = store_kind(
+            engine.dialect.name if engine is not None else self.config.database_url
+        )
+        self.coordination: CoordinationChoice = resolve_coordination(
+            self.config.coordination, self.store_kind
+        )
+        self.store: Store | None = None
+        self.engine: Engine | None = None
+        self.app: FastAPI | None = None
+        self._running = False
+
+    @classmethod
+    def from_package(cls, package: str | ModuleType, **kwargs: Any) -> Scheduling:
+        """A scheduler for every schedule in the package's ``*_cron`` modules."""
+        return cls(discover_schedules(package), **kwargs)
+
+    @property
+    def effective_coordination(self) -> Coordination:
+        return self.coordination.effective
+
+    def trigger_of(self, schedule: Schedule) -> TriggerMode:
+        return schedule.effective_trigger(self.config.trigger)
+
+    def get(self, name: str) -> Schedule | None:
+        return next((s for s in self.schedules if s.name == name), None)
+
+    def validate(self) -> None:
+        """Boot-time checks that need the app-wide defaults (definition time could not)."""
+        for schedule in self.schedules:
+            if schedule.has_seconds and self.trigger_of(schedule) is TriggerMode.EXTERNAL:
+                raise ConfigurationError(
+                    f'schedule "{schedule.name}" (module {schedule.module}): cron '
+                    f'"{schedule.cron}" has a seconds field but inherits trigger="external" '
+                    "from VOLTRO_TRIGGER — platform schedulers are minute-granular; set "
+                    'trigger="self" on the schedule or use a five-field cron'
+                )
+            if schedule.workflow is not None and self.workflows is None:
+                raise ConfigurationError(
+                    f'schedule "{schedule.name}" (module {schedule.module}) targets workflow '
+                    f'"{schedule.workflow.name}" but no workflow starter is configured — pass '
+                    "Scheduling(workflows=<object with async start(name, payload) -> str>)"
+                )
+
+    @property
+    def lifespan(self) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+        """For ``FastAPI(lifespan=scheduling.lifespan)``."""
+
+        @asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            async with self.run(app):
+                yield
+
+        return lifespan
+
+    @asynccontextmanager
+    async def run(self, app: FastAPI | None = None) -> AsyncIterator[Scheduling]:
+        """Boot the scheduler for the duration of the block. Entering twice is a no-op."""
+        if self._running:
+            yield self
+            return
+        self._running = True
+        try:
+            store = await self._boot(app)
+            self.engine = self._build_engine(store)
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.engine.supervise)
+                try:
+                    yield self
+                finally:
+                    await self.engine.stop()
+        finally:
+            await self._shutdown()
+            self._running = False
+
+    def _build_engine(self, store: Store) -> Engine:
+        config = self.config
+        runner = Runner(
+            store=store,
+            clock=self.clock,
+            replica_id=config.replica_id,
+            heartbeat_ms=config.schedule_heartbeat_ms,
+            app=self.app,
+            workflows=self.workflows,
+        )
+        return Engine(
+            schedules=[s for s in self.schedules if self.trigger_of(s) is TriggerMode.SELF],
+            store=store,
+            clock=self.clock,
+            runner=runner,
+            coordination=self.effective_coordination,
+            replica_id=config.replica_id,
+            heartbeat_ms=config.schedule_heartbeat_ms,
+            shutdown_grace_ms=config.shutdown_grace_ms,
+            run_retention_ms=config.run_retention_ms,
+        )
+
+    async def fire_now(self, name: str) -> RunRecord:
+        """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
+        says. Returns once the run row exists; the handler runs in the background."""
+        schedule = self.get(name)
+        if schedule is None:
+            raise ScheduleNotFoundError(name)
+        if self.engine is None:
+            raise ConfigurationError(
+                "the scheduler is not running — call fire_now inside `async with "
+                "scheduling.run(app):` or the app's lifespan"
+            )
+        return await self.engine.fire_now(schedule)
+
+    async def _boot(self, app: FastAPI | None) -> Store:
+        from .migrations import is_at_head, upgrade_to_head
+        from .store import create_store
+
+        ensure_visible()
+        self.validate()
+        self.app = app
+        if app is not None:
+            app.state.scheduling = self
+            app.state.workflows = self.workflows
+        if self.coordination.warning:
+            logger.warning(self.coordination.warning)
+        target: AsyncEngine | str = self._engine or self.config.database_url
+        if self.store_kind in ("memory", "sqlite"):
+            await upgrade_to_head(target)
+        elif not await is_at_head(target):
+            raise SchemaError(
+                "the scheduler's tables (_voltro_schedule_runs, _voltro_schedule_claims) are "
+                "missing or not at the newest migration — run `voltro migrate` (it reads "
+                "VOLTRO_DATABASE_URL) as part of your release, then start the app again"
+            )
+        self.store = create_store(self.config.database_url, engine=self._engine)
+        self._log_boot()
+        return self.store
+
+    def _log_boot(self) -> None:
+        counts = {mode: 0 for mode in TriggerMode}
+        for schedule in self.schedules:
+            counts[self.trigger_of(schedule)] += 1
+        logger.info(
+            "scheduler: starting  total=%d self=%d external=%d coordinator=%s",
+            len(self.schedules),
+            counts[TriggerMode.SELF],
+            counts[TriggerMode.EXTERNAL],
+            self.effective_coordination.value,
+        )
+        now = self.clock.now()
+        for schedule in self.schedules:
+            if self.trigger_of(schedule) is TriggerMode.SELF:
+                next_firing = iso_z(schedule.next_occurrence(now))
+            else:
+                next_firing = "on trigger"
+            logger.info(
+                "scheduler:   %s  cron=%r tz=%s trigger=%s next=%s",
+                schedule.name,
+                schedule.cron,
+                schedule.timezone,
+                self.trigger_of(schedule).value,
+                next_firing,
+            )
+
+    async def _shutdown(self) -> None:
+        self.engine = None
+        if self.store is not None:
+            await self.store.dispose()
+            self.store = None

@@ -1,0 +1,34 @@
+"""The ledger store: one interface (:class:`Store`), one SQL implementation, one factory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .base import RunRecord, Store, new_run_id
+from .sql import DEFAULT_URL, SQLStore, make_engine
+
+
+def create_store(
+    url: str | None = None, *, engine: AsyncEngine | None = None, **engine_options: Any
+) -> Store:
+    """A store for ``url`` (default: the embedded SQLite file ``./voltro.db``), or on ``engine``.
+
+    - ``sqlite+aiosqlite:///path.db``: WAL, a 5 s busy timeout, writes under ``BEGIN IMMEDIATE``.
+    - ``sqlite+aiosqlite://`` (or ``:memory:``): the in-process *memory* store, one shared
+      connection, tables created on first use.
+    - ``postgresql+asyncpg://…``, ``mysql+asyncmy://…``: pooled, pre-pinged, 5 s connect timeout.
+
+    ``engine_options`` go to ``create_async_engine`` (``pool_size=…``). A store given an
+    ``engine`` shares it (the application's own) and never disposes it; SQLite hooks are not
+    installed on a shared engine, so configure WAL/busy_timeout there yourself.
+    """
+    if engine is not None:
+        if url is not None or engine_options:
+            raise TypeError("create_store(): pass either url/engine options or engine, not both")
+        return SQLStore(engine, owns_engine=False)
+    return SQLStore(make_engine(url or DEFAULT_URL, **engine_options))
+
+
+__all__ = ["RunRecord", "SQLStore", "Store", "create_store", "new_run_id"]

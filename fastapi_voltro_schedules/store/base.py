@@ -1,0 +1,247 @@
+"""The store interface: everything the engine asks of the ledger, and nothing more.
+
+One narrow seam in the spirit of apscheduler 4's ``abc.py::DataStore``: every method says which
+rows it touches, which conditional write it performs and what a conflict means. Exactly-once is
+a database constraint (the claims table's primary key), never a read-then-write in Python.
+
+Every method raises :class:`~fastapi_voltro_schedules.errors.StoreUnavailableError` (with the
+driver error as ``__cause__``) when the database cannot be reached or refuses the statement: the
+engine fails closed on it. Conflicts are not errors: they are the ``False``/empty answers below.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from ..enums import CoordinationOutcome, RunStatus, Trigger
+
+LIVE_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING)
+TERMINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RunStatus if s.terminal)
+CLOCK_TRIGGERS: tuple[Trigger, ...] = (Trigger.SELF, Trigger.EXTERNAL)
+"""The triggers that count for "last run" (manual runs do not move the schedule's clock)."""
+
+
+_id_lock = threading.Lock()
+_id_last = [0, 0]  # [unix_ms, sequence] of the last id minted in this process
+
+
+def new_run_id() -> str:
+    """A run id: ``sr_`` + 32 hex digits, unique and sortable by creation time.
+
+    Layout (uuid7-like): 48 bits of unix milliseconds, a 16-bit per-millisecond sequence (ids
+    minted by one process sort in creation order even within a millisecond), then 64 random
+    bits. Ids from different processes in the same millisecond are unique but unordered.
+    """
+    with _id_lock:
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms <= _id_last[0]:
+            now_ms = _id_last[0]
+            _id_last[1] += 1
+            if _id_last[1] > 0xFFFF:  # 65,536 ids in one ms: borrow the next millisecond
+                now_ms += 1
+                _id_last[1] = 0
+        else:
+            _id_last[1] = 0
+        _id_last[0] = now_ms
+        seq = _id_last[1]
+    return f"sr_{now_ms & 0xFFFF_FFFF_FFFF:012x}{seq:04x}{os.urandom(8).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One row of ``_voltro_schedule_runs``, with its enums typed and its datetimes aware UTC."""
+
+    id: str
+    name: str
+    scheduled_at: datetime
+    status: RunStatus
+    trigger: Trigger
+    coordination_outcome: CoordinationOutcome = CoordinationOutcome.NONE
+    fired_at: datetime | None = None
+    finished_at: datetime | None = None
+    replica_id: str = ""
+    heartbeat_at: datetime | None = None
+    error_tag: str | None = None
+    error_message: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        """The column values to insert (enums as their stored strings)."""
+        row = asdict(self)
+        for key in ("status", "trigger", "coordination_outcome"):
+            row[key] = str(row[key].value)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RunRecord:
+        """Build from a result row's mapping (``row._mapping``)."""
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            scheduled_at=row["scheduled_at"],
+            fired_at=row["fired_at"],
+            finished_at=row["finished_at"],
+            status=RunStatus(row["status"]),
+            trigger=Trigger(row["trigger"]),
+            coordination_outcome=CoordinationOutcome(row["coordination_outcome"] or ""),
+            replica_id=row["replica_id"] or "",
+            heartbeat_at=row["heartbeat_at"],
+            error_tag=row["error_tag"],
+            error_message=row["error_message"],
+        )
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the row will never change again."""
+        return self.status.terminal
+
+
+class Store(abc.ABC):
+    """The ledger: claims (who fires a slot) and runs (what happened to it)."""
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def dialect_name(self) -> str:
+        """``"memory"``, ``"sqlite"``, ``"postgresql"``, ``"mariadb"`` or ``"mysql"``.
+
+        A MySQL URL reads ``"mysql"`` until the first connection has told MariaDB apart.
+        """
+
+    @property
+    @abc.abstractmethod
+    def supports_multi_instance(self) -> bool:
+        """Whether several processes on several hosts can share this store (server databases).
+
+        ``False`` for SQLite and memory: ``advisoryLock``/``cluster`` fall back to ``single``.
+        """
+
+    # -- claims -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
+        """Insert the claims row ``key`` if absent; ``True`` iff this call inserted it.
+
+        The primary key elects the winner: of every caller that ever claims ``key`` (any task,
+        process or replica), exactly one gets ``True``; the rest get ``False`` and write
+        nothing. The row is committed before this returns. Keys longer than 255 characters
+        raise ``ValueError``. Anything but a conflict — connection refused, timeout, missing
+        table, permission — raises ``StoreUnavailableError``: callers fail closed.
+        """
+
+    @abc.abstractmethod
+    async def claim_many(
+        self, keys: Sequence[str], replica_id: str, claimed_at: datetime
+    ) -> set[str]:
+        """:meth:`claim` for many keys at once; returns the keys this call won.
+
+        Same guarantee per key as :meth:`claim` (a key already present, or won concurrently by
+        someone else, is not returned), in as few round trips as the dialect allows — one
+        statement per chunk of keys. Duplicated keys in ``keys`` count once. Errors as
+        :meth:`claim`; on an error no key is reported won (some may be committed: they stay
+        claimed, as a crashed winner's would).
+        """
+
+    @abc.abstractmethod
+    async def prune_claims(self, older_than: datetime, limit: int) -> int:
+        """Delete at most ``limit`` claims rows with ``claimed_at < older_than``, oldest first,
+        in small batches (short transactions); returns how many were deleted."""
+
+    # -- runs: writes -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def insert_run(self, run: RunRecord) -> None:
+        """Insert one run row. A duplicate ``id`` is a bug and raises ``StoreUnavailableError``."""
+
+    @abc.abstractmethod
+    async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
+        """Insert many run rows in one transaction, one round trip per chunk (a backfill's
+        ``missed`` wall)."""
+
+    @abc.abstractmethod
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        expect_status: RunStatus | Collection[RunStatus],
+        expect_replica_id: str | None = None,
+        **values: Any,
+    ) -> bool:
+        """Conditionally update one run: ``UPDATE … SET values WHERE id = run_id AND status IN
+        expect_status [AND replica_id = expect_replica_id]``.
+
+        ``True`` iff the row matched (even when ``values`` equal what is stored); ``False``
+        means the row is gone or someone else moved it first — nothing was changed. This is
+        the compare-and-set behind "finish my run", "take my queued turn" and "mark a corpse
+        abandoned once". ``values`` are column names of the runs table (not ``id``); enums are
+        stored as their values. An unknown column raises ``TypeError``.
+        """
+
+    @abc.abstractmethod
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
+        """Set ``heartbeat_at = at`` on those of ``run_ids`` that are still ``running`` or
+        ``queued`` and owned by ``replica_id``, in one statement; returns how many matched.
+        A row another replica adopted, or one already terminal, is left alone."""
+
+    @abc.abstractmethod
+    async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` terminal runs with ``finished_at < finished_before``, oldest
+        first, in small batches; returns how many. Never touches ``queued`` or ``running`` rows
+        (nor terminal rows without ``finished_at``)."""
+
+    # -- runs: reads ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with this id, or ``None``."""
+
+    @abc.abstractmethod
+    async def list_runs(
+        self, name: str | None, limit: int = 100, before: datetime | None = None
+    ) -> list[RunRecord]:
+        """Runs of ``name`` (every schedule when ``None``), newest ``scheduled_at`` first (ties
+        by id, newest first), at most ``limit``, only ``scheduled_at < before`` when given —
+        pass the last row's ``scheduled_at`` to page."""
+
+    @abc.abstractmethod
+    async def last_run(self, name: str) -> RunRecord | None:
+        """The run with the newest ``scheduled_at`` among ``name``'s clock-driven rows (trigger
+        ``self`` or ``external``, any status); ``manual`` rows never count. ``None`` if none."""
+
+    @abc.abstractmethod
+    async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        """:meth:`last_run` for many schedules in one query; names without a row are absent."""
+
+    @abc.abstractmethod
+    async def live_runs(
+        self, name: str, statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
+    ) -> list[RunRecord]:
+        """Rows of ``name`` in ``statuses`` on any replica, oldest ``scheduled_at`` first.
+
+        Liveness (the heartbeat window) is the caller's judgement, not the store's."""
+
+    @abc.abstractmethod
+    async def queued_runs(self, name: str) -> list[RunRecord]:
+        """``name``'s ``queued`` rows, oldest ``scheduled_at`` first (ties by id): the queue."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Round-trip the database; raise ``StoreUnavailableError`` if it does not answer."""
+
+    @abc.abstractmethod
+    async def create_schema(self) -> None:
+        """Create the ledger tables if missing (``voltro_metadata.create_all``). The memory
+        store and tests use it; server databases go through ``voltro migrate``."""
+
+    @abc.abstractmethod
+    async def dispose(self) -> None:
+        """Close the pool's connections (only when the store created its engine)."""

@@ -1,0 +1,378 @@
+"""``SQLStore``: the :class:`Store` contract on an ``AsyncEngine`` (SQLite, PostgreSQL, MariaDB).
+
+The statements come from :mod:`.statements`; this module owns connections, transactions,
+retries and the translation of driver failures into ``StoreUnavailableError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import event, exc, make_url
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from ..enums import RunStatus
+from ..errors import StoreUnavailableError
+from ..models import claims_table, runs_table, voltro_metadata
+from . import statements as q
+from .base import RunRecord, Store
+
+T = TypeVar("T")
+logger = logging.getLogger("fastapi_voltro_schedules.store")
+
+DEFAULT_URL = "sqlite+aiosqlite:///./voltro.db"
+SQLITE_BUSY_TIMEOUT_MS = 5000
+CONNECT_TIMEOUT_S = 5.0
+MAX_KEY_LENGTH = 255
+_RETRY_ATTEMPTS = 5
+_WRITE = "voltro_write"
+"""Execution option marking a write transaction: SQLite opens it with ``BEGIN IMMEDIATE``."""
+
+# Deadlock victims and lock-wait timeouts: the transaction was rolled back whole, so running it
+# again is safe. Sorted keys make these rare; the retry makes them harmless.
+_RETRY_MYSQL_CODES = frozenset({1205, 1213})
+_RETRY_PG_STATES = frozenset({"40001", "40P01"})
+
+
+def is_memory_url(url: str | URL) -> bool:
+    """``sqlite+aiosqlite://`` with no path, or ``:memory:``: the in-process memory store."""
+    u = make_url(url)
+    return u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:")
+
+
+def make_engine(url: str | URL, **options: Any) -> AsyncEngine:
+    """An engine configured for the ledger: WAL + busy timeout + ``BEGIN IMMEDIATE`` writes on
+    SQLite files, one shared connection for memory, pre-ping and connect timeouts on servers.
+    ``options`` go to ``create_async_engine`` and win over these defaults."""
+    u = make_url(url)
+    backend = u.get_backend_name()
+    if backend == "sqlite":
+        if is_memory_url(u):
+            options = {"poolclass": StaticPool, **options}
+            return create_async_engine(u, **options)
+        options = {
+            "connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            **options,
+        }
+        engine = create_async_engine(u, **options)
+        _install_sqlite_hooks(engine)
+        return engine
+    connect_args: dict[str, Any] = {}
+    if backend == "postgresql":
+        connect_args = {"timeout": CONNECT_TIMEOUT_S}
+    elif backend in ("mysql", "mariadb"):
+        connect_args = {"connect_timeout": CONNECT_TIMEOUT_S}
+        _quiet_asyncmy_claim_warnings()
+    options = {"pool_pre_ping": True, "connect_args": connect_args, **options}
+    return create_async_engine(u, **options)
+
+
+def _install_sqlite_hooks(engine: AsyncEngine) -> None:
+    # The pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"): take
+    # BEGIN away from the driver and emit our own, so a write transaction takes the write lock
+    # up front and concurrent writers queue on busy_timeout instead of deadlocking on a lock
+    # upgrade ("database is locked").
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+class _DuplicateClaimFilter(logging.Filter):
+    """asyncmy logs every server warning; a lost ``INSERT IGNORE`` claim is not news."""
+
+    _pattern = re.compile(r"^Duplicate entry '.*@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d' for key")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self._pattern.match(record.getMessage())
+
+
+def _quiet_asyncmy_claim_warnings() -> None:
+    logger = logging.getLogger("asyncmy")
+    if not any(isinstance(f, _DuplicateClaimFilter) for f in logger.filters):
+        logger.addFilter(_DuplicateClaimFilter())
+
+
+def _retryable(error: exc.DBAPIError) -> bool:
+    orig = error.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    if isinstance(code, int) and code in _RETRY_MYSQL_CODES:
+        return True
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return state in _RETRY_PG_STATES
+
+
+def _aware(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"{what}={value!r} is naive: the ledger stores aware UTC instants")
+    return value
+
+
+def _describe(error: BaseException) -> str:
+    # the driver's own message, never the statement's parameters or the URL
+    orig = getattr(error, "orig", None) or error
+    return f"{type(orig).__name__}: {orig}".splitlines()[0][:300]
+
+
+class SQLStore(Store):
+    """The store on a SQLAlchemy ``AsyncEngine``."""
+
+    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = True) -> None:
+        self._engine = engine
+        self._write_engine = engine.execution_options(**{_WRITE: True})
+        self._owns_engine = owns_engine
+        self._memory = is_memory_url(engine.url)
+        # memory shares one connection: callers take turns, and the tables appear on first use
+        self._turn: asyncio.Lock | None = asyncio.Lock() if self._memory else None
+        self._schema_ready = not self._memory
+        # SQLite has one writer at a time anyway. Queueing this process's writers on a FIFO
+        # lock hands the write lock over at once; left to busy_timeout, 50 writers poll and
+        # sleep (a 50-task claim race took 3.6 s that way, 0.1 s this way). busy_timeout still
+        # arbitrates between processes.
+        sqlite_file = engine.dialect.name == "sqlite" and not self._memory
+        self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite_file else None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    @property
+    def dialect_name(self) -> str:
+        if self._memory:
+            return "memory"
+        dialect = self._engine.dialect
+        if dialect.name in ("mysql", "mariadb"):
+            return "mariadb" if getattr(dialect, "is_mariadb", False) else "mysql"
+        return dialect.name
+
+    @property
+    def supports_multi_instance(self) -> bool:
+        return self.dialect_name not in ("memory", "sqlite")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, op: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction (committed on success), driver errors translated."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self._turn is not None:
+                await stack.enter_async_context(self._turn)
+                if not self._schema_ready:
+                    await self._create_schema()
+            if write and self._write_turn is not None:
+                await stack.enter_async_context(self._write_turn)
+            engine = self._write_engine if write else self._engine
+            try:
+                conn = await stack.enter_async_context(engine.begin())
+                yield conn
+            except exc.DBAPIError:
+                raise  # _attempt decides: retry or translate
+            except (OSError, TimeoutError, exc.TimeoutError) as error:
+                raise StoreUnavailableError(f"store {op}: {_describe(error)}") from error
+
+    async def _attempt(
+        self, op: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool = True
+    ) -> T:
+        for attempt in range(_RETRY_ATTEMPTS):
+            try:
+                async with self._connection(op, write=write) as conn:
+                    return await work(conn)
+            except exc.DBAPIError as error:
+                if attempt + 1 < _RETRY_ATTEMPTS and _retryable(error):
+                    logger.debug("store %s: retrying after %s", op, _describe(error))
+                    await asyncio.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
+                    continue
+                raise StoreUnavailableError(f"store {op}: {_describe(error)}") from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read_runs(self, op: str, stmt: Any) -> list[RunRecord]:
+        async def work(conn: AsyncConnection) -> list[RunRecord]:
+            result = await conn.execute(stmt)
+            return [RunRecord.from_row(row._mapping) for row in result]
+
+        return await self._attempt(op, work, write=False)
+
+    # -- claims -----------------------------------------------------------------------------
+
+    async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
+        return key in await self.claim_many([key], replica_id, claimed_at)
+
+    async def claim_many(
+        self, keys: Sequence[str], replica_id: str, claimed_at: datetime
+    ) -> set[str]:
+        _aware(claimed_at, "claimed_at")
+        for key in keys:
+            if len(key) > MAX_KEY_LENGTH:
+                raise ValueError(f"claim key longer than {MAX_KEY_LENGTH} characters: {key!r}")
+        ordered = sorted(set(keys))  # one global lock order across concurrent batches
+        won: set[str] = set()
+        for start in range(0, len(ordered), q.CLAIM_CHUNK):
+            chunk = ordered[start : start + q.CLAIM_CHUNK]
+            won |= await self._attempt("claim", self._claim_chunk(chunk, replica_id, claimed_at))
+        return won
+
+    def _claim_chunk(
+        self, chunk: list[str], replica_id: str, claimed_at: datetime
+    ) -> Callable[[AsyncConnection], Awaitable[set[str]]]:
+        rows = [{"key": k, "replica_id": replica_id, "claimed_at": claimed_at} for k in chunk]
+
+        async def work(conn: AsyncConnection) -> set[str]:
+            dialect = conn.dialect
+            if dialect.insert_returning:
+                result = await conn.execute(q.claim_insert(dialect.name, rows))
+                return set(result.scalars())
+            # MySQL: rowcount says how many, not which; all-or-none needs no read-back
+            result = await conn.execute(q.claim_insert(dialect.name, rows, returning=False))
+            if result.rowcount == len(chunk):
+                return set(chunk)
+            if result.rowcount == 0:
+                return set()
+            won = await conn.execute(q.claims_won_by(chunk, replica_id, claimed_at))
+            return set(won.scalars())
+
+        return work
+
+    async def prune_claims(self, older_than: datetime, limit: int) -> int:
+        return await self._bounded_delete("prune_claims", claims_table.name, older_than, limit)
+
+    async def _bounded_delete(self, op: str, table: str, older_than: datetime, limit: int) -> int:
+        _aware(older_than, "older_than")
+        deleted = 0
+        while deleted < limit:
+            batch = min(q.DELETE_BATCH, limit - deleted)
+
+            async def work(conn: AsyncConnection, batch: int = batch) -> int:
+                result = await conn.execute(q.bounded_delete(table, older_than, batch))
+                return int(result.rowcount)
+
+            n = await self._attempt(op, work)
+            deleted += n
+            if n < batch:
+                break
+        return deleted
+
+    # -- runs: writes -----------------------------------------------------------------------
+
+    async def insert_run(self, run: RunRecord) -> None:
+        await self.insert_runs([run])
+
+    async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
+        if not runs:
+            return
+        rows = [r.to_row() for r in runs]
+        for r in runs:
+            _aware(r.scheduled_at, "scheduled_at")
+
+        async def work(conn: AsyncConnection) -> None:
+            for start in range(0, len(rows), q.RUN_CHUNK):
+                await conn.execute(q.insert_runs(rows[start : start + q.RUN_CHUNK]))
+
+        await self._attempt("insert_runs", work)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        expect_status: RunStatus | Collection[RunStatus],
+        expect_replica_id: str | None = None,
+        **values: Any,
+    ) -> bool:
+        if isinstance(expect_status, str):
+            statuses = [RunStatus(expect_status)]
+        else:
+            statuses = [RunStatus(s) for s in expect_status]
+        stmt = q.conditional_update(run_id, statuses, expect_replica_id, values)
+
+        async def work(conn: AsyncConnection) -> bool:
+            result = await conn.execute(stmt)
+            return bool(result.rowcount == 1)
+
+        return await self._attempt("update_run", work)
+
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
+        _aware(at, "at")
+        if not run_ids:
+            return 0
+        stmt = q.heartbeat_update(run_ids, at, replica_id)
+
+        async def work(conn: AsyncConnection) -> int:
+            return int((await conn.execute(stmt)).rowcount)
+
+        return await self._attempt("heartbeat", work)
+
+    async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
+        return await self._bounded_delete("sweep_runs", runs_table.name, finished_before, limit)
+
+    # -- runs: reads ------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._read_runs("get_run", q.run_by_id(run_id))
+        return rows[0] if rows else None
+
+    async def list_runs(
+        self, name: str | None, limit: int = 100, before: datetime | None = None
+    ) -> list[RunRecord]:
+        if before is not None:
+            _aware(before, "before")
+        return await self._read_runs("list_runs", q.list_runs(name, limit, before))
+
+    async def last_run(self, name: str) -> RunRecord | None:
+        return (await self.last_runs([name])).get(name)
+
+    async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        if not names:
+            return {}
+        rows = await self._read_runs("last_runs", q.last_runs(names))
+        return {r.name: r for r in rows}
+
+    async def live_runs(
+        self, name: str, statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
+    ) -> list[RunRecord]:
+        return await self._read_runs("live_runs", q.runs_in_status(name, statuses))
+
+    async def queued_runs(self, name: str) -> list[RunRecord]:
+        return await self._read_runs("queued_runs", q.runs_in_status(name, [RunStatus.QUEUED]))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(q.ping())
+
+        await self._attempt("ping", work, write=False)
+
+    async def create_schema(self) -> None:
+        if self._turn is not None:
+            async with self._turn:
+                await self._create_schema()
+            return
+        await self._create_schema()
+
+    async def _create_schema(self) -> None:
+        try:
+            async with self._write_engine.begin() as conn:
+                await conn.run_sync(voltro_metadata.create_all)
+        except (exc.DBAPIError, OSError, TimeoutError) as error:
+            raise StoreUnavailableError(f"store create_schema: {_describe(error)}") from error
+        self._schema_ready = True
+
+    async def dispose(self) -> None:
+        if self._owns_engine:
+            await self._engine.dispose()

@@ -1,0 +1,225 @@
+"""Every SQL statement the store runs, built with SQLAlchemy Core, in one reviewable place.
+
+The dialect differences live here and nowhere else:
+
+==============  ==========================================  =====================================
+statement       PostgreSQL / SQLite (>= 3.35)               MariaDB (>= 10.5) / MySQL
+==============  ==========================================  =====================================
+claim           ``INSERT … ON CONFLICT DO NOTHING           ``INSERT IGNORE … RETURNING key``
+                RETURNING key``                             (MariaDB); MySQL has no RETURNING:
+                                                            ``INSERT IGNORE`` then
+                                                            :func:`claims_won_by` reads back
+bounded delete  ``DELETE … WHERE pk IN (SELECT pk FROM (SELECT … ORDER BY … LIMIT n) AS doomed)``
+                — the extra derived table is what lets MySQL/MariaDB delete from the table it
+                reads (error 1093), and it is harmless elsewhere
+last runs       ``ROW_NUMBER() OVER (PARTITION BY name ORDER BY scheduled_at DESC, id DESC)``:
+                SQLite >= 3.25, PostgreSQL, MariaDB >= 10.2 all have it
+==============  ==========================================  =====================================
+
+Never ``ON DUPLICATE KEY UPDATE``: it turns a lost race into a write (and into "2 rows
+affected"), which is the very thing a claim must not do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import ColumnElement, Delete, Insert, Select, Update, delete, func, insert, select
+from sqlalchemy import update as sa_update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..enums import RunStatus
+from ..models import claims_table, runs_table
+from .base import CLOCK_TRIGGERS, LIVE_STATUSES, TERMINAL_STATUSES
+
+CLAIM_CHUNK = 1000
+"""Keys per claim statement (3 parameters each: far below every driver's parameter cap)."""
+RUN_CHUNK = 500
+"""Rows per run insert (12 parameters each)."""
+DELETE_BATCH = 1000
+"""Rows per bounded-delete statement: short transactions that never hold the table for long."""
+
+UPDATABLE_COLUMNS = frozenset(c.name for c in runs_table.c if c.name != "id")
+
+
+def dialect_family(dialect_name: str) -> str:
+    """``"postgresql"``, ``"sqlite"`` or ``"mysql"`` (MariaDB included)."""
+    return "mysql" if dialect_name in ("mysql", "mariadb") else dialect_name
+
+
+def _values(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(r) for r in rows]
+
+
+# -- claims ---------------------------------------------------------------------------------
+
+
+def claim_insert(
+    dialect_name: str, rows: Sequence[Mapping[str, Any]], *, returning: bool = True
+) -> Insert:
+    """Insert claims rows, silently skipping keys already present (committed or in flight).
+
+    With ``returning`` the statement yields exactly the keys it inserted. Rows should be sorted
+    by key: concurrent batches then lock keys in one global order and cannot deadlock.
+    """
+    family = dialect_family(dialect_name)
+    stmt: Insert
+    if family == "postgresql":
+        stmt = (
+            postgresql.insert(claims_table)
+            .values(_values(rows))
+            .on_conflict_do_nothing(index_elements=[claims_table.c.key])
+        )
+    elif family == "sqlite":
+        stmt = (
+            sqlite.insert(claims_table)
+            .values(_values(rows))
+            .on_conflict_do_nothing(index_elements=[claims_table.c.key])
+        )
+    elif family == "mysql":
+        # IGNORE also downgrades non-conflict errors (truncation...) to warnings: the store
+        # validates key length before building this.
+        stmt = insert(claims_table).values(_values(rows)).prefix_with("IGNORE")
+    else:
+        raise ValueError(f"no claim statement for dialect {dialect_name!r}")
+    if returning:
+        stmt = stmt.returning(claims_table.c.key)
+    return stmt
+
+
+def claims_won_by(keys: Collection[str], replica_id: str, claimed_at: datetime) -> Select[Any]:
+    """MySQL without RETURNING: which of ``keys`` carry this caller's replica id and instant.
+
+    Exact as long as one replica does not claim the same key twice with the same ``claimed_at``
+    (it would read its earlier win as a new one — the same caller, so still one winner).
+    """
+    c = claims_table.c
+    return select(c.key).where(
+        c.key.in_(list(keys)), c.replica_id == replica_id, c.claimed_at == claimed_at
+    )
+
+
+def bounded_delete(table_name: str, older_than: datetime, limit: int) -> Delete:
+    """Delete at most ``limit`` of the oldest rows: claims by ``claimed_at``, or terminal runs
+    by ``finished_at``."""
+    if table_name == claims_table.name:
+        pk, age = claims_table.c.key, claims_table.c.claimed_at
+        extra: list[ColumnElement[bool]] = []
+        table = claims_table
+    else:
+        pk, age = runs_table.c.id, runs_table.c.finished_at
+        extra = [runs_table.c.status.in_([s.value for s in TERMINAL_STATUSES])]
+        table = runs_table
+    doomed = select(pk).where(age < older_than, *extra).order_by(age, pk).limit(limit)
+    wrapped = doomed.subquery("doomed")
+    stmt = delete(table).where(pk.in_(select(wrapped.c[0])))
+    if extra:
+        # belt and braces: even a row that turned live between the subquery and the delete
+        # (impossible for terminal rows, but cheap to state) is never swept
+        stmt = stmt.where(*extra)
+    return stmt
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+def _stored(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def insert_runs(rows: Sequence[Mapping[str, Any]]) -> Insert:
+    """A multi-row ``INSERT`` of run rows (one round trip)."""
+    return insert(runs_table).values(_values(rows))
+
+
+def conditional_update(
+    run_id: str,
+    expect_status: Collection[RunStatus],
+    expect_replica_id: str | None,
+    values: Mapping[str, Any],
+) -> Update:
+    """``UPDATE runs SET … WHERE id = ? AND status IN (…) [AND replica_id = ?]``.
+
+    The caller reads ``rowcount``: SQLAlchemy's MySQL drivers connect with
+    ``CLIENT_FOUND_ROWS``, so MariaDB counts rows *matched*, like the others — an update that
+    writes the values already stored still says "you won".
+    """
+    unknown = set(values) - UPDATABLE_COLUMNS
+    if unknown:
+        raise TypeError(f"update_run(): unknown run column(s) {sorted(unknown)}")
+    if not values:
+        raise TypeError("update_run(): nothing to set")
+    c = runs_table.c
+    stmt = (
+        sa_update(runs_table)
+        .where(c.id == run_id, c.status.in_([s.value for s in expect_status]))
+        .values({k: _stored(v) for k, v in values.items()})
+    )
+    if expect_replica_id is not None:
+        stmt = stmt.where(c.replica_id == expect_replica_id)
+    return stmt
+
+
+def heartbeat_update(run_ids: Sequence[str], at: datetime, replica_id: str) -> Update:
+    """Bump ``heartbeat_at`` of this replica's live rows among ``run_ids``."""
+    c = runs_table.c
+    return (
+        sa_update(runs_table)
+        .where(
+            c.id.in_(list(run_ids)),
+            c.status.in_([s.value for s in LIVE_STATUSES]),
+            c.replica_id == replica_id,
+        )
+        .values(heartbeat_at=at)
+    )
+
+
+def select_runs() -> Select[Any]:
+    """Every column of the runs table."""
+    return select(runs_table)
+
+
+def run_by_id(run_id: str) -> Select[Any]:
+    return select_runs().where(runs_table.c.id == run_id)
+
+
+def list_runs(name: str | None, limit: int, before: datetime | None) -> Select[Any]:
+    c = runs_table.c
+    stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
+    if name is not None:
+        stmt = stmt.where(c.name == name)
+    if before is not None:
+        stmt = stmt.where(c.scheduled_at < before)
+    return stmt
+
+
+def runs_in_status(name: str, statuses: Collection[RunStatus]) -> Select[Any]:
+    c = runs_table.c
+    return (
+        select_runs()
+        .where(c.name == name, c.status.in_([s.value for s in statuses]))
+        .order_by(c.scheduled_at, c.id)
+    )
+
+
+def last_runs(names: Collection[str]) -> Select[Any]:
+    """The newest clock-driven row of each name, in one query (a window function)."""
+    c = runs_table.c
+    rank = (
+        func.row_number()
+        .over(partition_by=c.name, order_by=(c.scheduled_at.desc(), c.id.desc()))
+        .label("voltro_rank")
+    )
+    ranked = (
+        select(runs_table, rank)
+        .where(c.name.in_(list(names)), c.trigger.in_([t.value for t in CLOCK_TRIGGERS]))
+        .subquery("ranked")
+    )
+    return select(*(ranked.c[col.name] for col in runs_table.c)).where(ranked.c.voltro_rank == 1)
+
+
+def ping() -> Select[Any]:
+    return select(1)

@@ -1,0 +1,193 @@
+"""Shared fixtures: one store URL per backend, each with a clean ledger schema.
+
+Server stores come from the environment:
+
+    VOLTRO_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:5432/test
+    VOLTRO_TEST_MYSQL_URL=mysql+asyncmy://root@127.0.0.1:3306/test
+
+With a variable unset, that store's tests are *skipped* with a reason — unless
+``VOLTRO_TEST_REQUIRE_SERVICES=1`` (CI), which turns the skip into a failure.
+
+Fixtures
+--------
+``sqlite_url``     ``sqlite+aiosqlite:///<tmp>/voltro.db`` — a fresh file per test.
+``postgres_url``   the Postgres URL, with a clean ledger schema before and after the test.
+``mariadb_url``    the MariaDB/MySQL URL, likewise (``mysql_url`` is an alias).
+``database_url``   parametrized ``sqlite`` / ``postgres`` / ``mariadb``: one of the three.
+``async_engine``   an ``AsyncEngine`` on ``database_url``, disposed after the test.
+
+"Clean" means: none of our tables (``_voltro_schedule_runs``, ``_voltro_schedule_claims``,
+``_voltro_alembic_version``) and no table whose name starts with ``voltro_test_`` — name the
+tables a test creates for itself that way so they are dropped too. Nothing is migrated: call
+``fastapi_voltro_schedules.migrations.upgrade_to_head(url_or_engine)`` when a test needs the
+tables.
+
+The server databases are shared, so tests against one of them must never overlap: each
+server fixture holds an exclusive file lock (in the temp dir) for the test's duration, which
+serialises concurrent pytest processes on this machine. Do not run them under xdist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import inspect, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from fastapi_voltro_schedules.models import ALEMBIC_VERSION_TABLE, CLAIMS_TABLE, RUNS_TABLE
+
+POSTGRES_ENV = "VOLTRO_TEST_POSTGRES_URL"
+MYSQL_ENV = "VOLTRO_TEST_MYSQL_URL"
+REQUIRE_ENV = "VOLTRO_TEST_REQUIRE_SERVICES"
+
+SERVER_ENVS = {"postgres": POSTGRES_ENV, "mariadb": MYSQL_ENV}
+STORES = ("sqlite", "postgres", "mariadb")
+
+LEDGER_TABLES = (RUNS_TABLE, CLAIMS_TABLE, ALEMBIC_VERSION_TABLE)
+TEST_TABLE_PREFIX = "voltro_test_"
+
+_T = TypeVar("_T")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs the Postgres test server")
+    config.addinivalue_line("markers", "mariadb: needs the MariaDB/MySQL test server")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine to completion on its own loop in a worker thread.
+
+    Usable from sync fixtures and sync tests alike, whatever pytest-asyncio is doing.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def require_service_url(store: str) -> str:
+    """The URL of a server store from its env variable; skip (or fail, in CI) when unset."""
+    env = SERVER_ENVS[store]
+    url = os.environ.get(env)
+    if url:
+        return url
+    reason = f"{store} tests need {env} (e.g. {_EXAMPLES[store]})"
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_ENV}=1 forbids skipping them", pytrace=False)
+    pytest.skip(reason)
+
+
+_EXAMPLES = {
+    "postgres": "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
+    "mariadb": "mysql+asyncmy://root@127.0.0.1:3306/test",
+}
+
+
+async def reset_database(url: str) -> None:
+    """Drop our ledger tables, our version table and every ``voltro_test_*`` table."""
+    engine = create_async_engine(url, poolclass=NullPool)
+    try:
+        async with engine.begin() as conn:
+            names = await conn.run_sync(lambda c: inspect(c).get_table_names())
+            doomed = [n for n in names if n in LEDGER_TABLES or n.startswith(TEST_TABLE_PREFIX)]
+            quote = conn.dialect.identifier_preparer.quote
+            for name in doomed:
+                await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")
+    finally:
+        await engine.dispose()
+
+
+@contextlib.contextmanager
+def _exclusive(store: str) -> Iterator[None]:
+    """Serialise tests of every pytest process on this machine against one shared server."""
+    path = Path(tempfile.gettempdir()) / f"voltro-tests-{store}.lock"
+    with path.open("a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def clean_server(store: str) -> Iterator[str]:
+    url = require_service_url(store)
+    with _exclusive(store):
+        run_async(reset_database(url))
+        try:
+            yield url
+        finally:
+            run_async(reset_database(url))
+
+
+def backend_of(url: str) -> str:
+    """``sqlite`` / ``postgres`` / ``mariadb`` for a test URL."""
+    backend = make_url(url).get_backend_name()
+    return {"postgresql": "postgres", "mysql": "mariadb"}.get(backend, backend)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A temp-file SQLite database (nothing created yet)."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """The Postgres test database, free of our tables before and after the test."""
+    with clean_server("postgres") as url:
+        yield url
+
+
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    """The MariaDB/MySQL test database, free of our tables before and after the test."""
+    with clean_server("mariadb") as url:
+        yield url
+
+
+@pytest.fixture
+def mysql_url(mariadb_url: str) -> str:
+    """Alias of :func:`mariadb_url`."""
+    return mariadb_url
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+        pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
+    ]
+)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An async URL with a clean schema, once per store: ``sqlite``, ``postgres``, ``mariadb``."""
+    store: str = request.param
+    if store == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
+        return
+    with clean_server(store) as url:
+        yield url
+
+
+@pytest.fixture
+async def async_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An ``AsyncEngine`` on :func:`database_url`; disposed after the test."""
+    engine = create_async_engine(database_url)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()

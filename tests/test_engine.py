@@ -1,0 +1,388 @@
+"""The self-trigger engine under an injected clock: time moves, nobody sleeps for minutes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import pytest
+
+from fastapi_voltro_schedules import (
+    RunStatus,
+    Schedule,
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    Trigger,
+    define_schedule,
+)
+from fastapi_voltro_schedules.store import RunRecord, new_run_id
+from fastapi_voltro_schedules.testing import ManualClock
+
+T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition"
+) -> None:
+    """Poll in real time: the clock is manual, but database I/O still takes real time."""
+    with anyio.fail_after(timeout):
+        while not await check():
+            await anyio.sleep(0.01)
+
+
+@asynccontextmanager
+async def running(
+    schedules: list[Schedule], sqlite_url: str, clock: ManualClock, **config: Any
+) -> AsyncIterator[Scheduling]:
+    cfg = SchedulingConfig(database_url=sqlite_url, replica_id="replica-a", **config)
+    scheduling = Scheduling(schedules, config=cfg, clock=clock)
+    async with scheduling.run():
+        yield scheduling
+
+
+async def runs_of(scheduling: Scheduling, name: str) -> list[RunRecord]:
+    assert scheduling.store is not None
+    return sorted(await scheduling.store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
+
+
+def minute(n: int) -> datetime:
+    return datetime(2026, 6, 1, 12, n, tzinfo=UTC)
+
+
+async def test_rearms_after_a_throwing_handler(sqlite_url: str) -> None:
+    calls: list[datetime] = []
+
+    @define_schedule(name="boom", cron="* * * * *", timezone="UTC")
+    async def boom(ctx: ScheduleContext) -> None:
+        calls.append(ctx.scheduled_at)
+        raise ValueError("handler defect")
+
+    clock = ManualClock(T0)
+    async with running([boom], sqlite_url, clock) as s:
+        for n in range(3):
+            await clock.advance(60 if n else 30)
+
+            async def finished(n: int = n) -> bool:
+                rows = await runs_of(s, "boom")
+                return len(rows) == n + 1 and rows[-1].status.terminal
+
+            await wait_until(finished)
+        rows = await runs_of(s, "boom")
+    assert [r.scheduled_at for r in rows] == [minute(0), minute(1), minute(2)]
+    assert all(r.status is RunStatus.FAILED and r.error_tag == "ValueError" for r in rows)
+    assert rows[0].error_message == "handler defect"
+    assert all(r.trigger is Trigger.SELF and r.coordination_outcome == "single" for r in rows)
+    assert calls == [minute(0), minute(1), minute(2)]
+
+
+async def test_yearly_schedule_waits_in_chunks_and_never_fires_early(sqlite_url: str) -> None:
+    fired: list[datetime] = []
+
+    @define_schedule(name="yearly", cron="0 0 1 1 *", timezone="UTC")
+    async def yearly(ctx: ScheduleContext) -> None:
+        fired.append(ctx.scheduled_at)
+
+    clock = ManualClock(datetime(2026, 1, 2, tzinfo=UTC))
+    async with running([yearly], sqlite_url, clock) as s:
+        assert s.engine is not None
+        assert s.engine.next_firing("yearly") == datetime(2027, 1, 1, tzinfo=UTC)
+        # Many chunked wakes across the year: each re-evaluates and fires nothing.
+        for _ in range(50):
+            await clock.advance(30)
+        clock.set(datetime(2026, 12, 31, 23, 59, 59, 900000, tzinfo=UTC))
+        await clock.advance(0)
+        await anyio.sleep(0.05)
+        assert fired == [] and await runs_of(s, "yearly") == []
+        await clock.advance(0.1)
+
+        async def one() -> bool:
+            return len(fired) == 1
+
+        await wait_until(one)
+    assert fired == [datetime(2027, 1, 1, tzinfo=UTC)]
+
+
+async def test_clock_step_forward_runs_newest_and_records_skipped_slots(sqlite_url: str) -> None:
+    @define_schedule(name="minutely", cron="* * * * *", timezone="UTC")
+    async def minutely(ctx: ScheduleContext) -> None:
+        return None
+
+    clock = ManualClock(T0)
+    async with running([minutely], sqlite_url, clock) as s:
+        await clock.advance(30)  # 12:00 fires normally
+
+        async def count(n: int) -> bool:
+            return len(await runs_of(s, "minutely")) >= n
+
+        await wait_until(lambda: count(1))
+        clock.set(datetime(2026, 6, 1, 13, 0, 20, tzinfo=UTC))  # NTP steps +1 h
+        await clock.advance(0)
+        await wait_until(lambda: count(61))
+        await anyio.sleep(0.05)
+        rows = await runs_of(s, "minutely")
+    assert len(rows) == 61
+    assert [r.scheduled_at for r in rows] == [minute(0) + timedelta(minutes=i) for i in range(61)]
+    assert rows[0].status is RunStatus.SUCCEEDED  # 12:00
+    assert all(r.status is RunStatus.MISSED for r in rows[1:60])  # 12:01 … 12:59, never silent
+    assert rows[60].status is RunStatus.SUCCEEDED  # 13:00, the newest, runs now
+
+
+async def test_clock_step_back_never_fires_a_slot_twice(sqlite_url: str) -> None:
+    @define_schedule(name="minutely", cron="* * * * *", timezone="UTC")
+    async def minutely(ctx: ScheduleContext) -> None:
+        return None
+
+    clock = ManualClock(T0)
+    async with running([minutely], sqlite_url, clock) as s:
+        await clock.advance(30)
+        await clock.advance(60)
+
+        async def two() -> bool:
+            return len(await runs_of(s, "minutely")) == 2
+
+        await wait_until(two)  # 12:00 and 12:01 ran
+        clock.set(datetime(2026, 6, 1, 11, 0, 10, tzinfo=UTC))  # steps back an hour
+        for _ in range(60):  # the replayed hour 11:00 … 11:55 fires nothing
+            await clock.advance(55)
+        await anyio.sleep(0.05)
+        assert len(await runs_of(s, "minutely")) == 2
+        clock.set(datetime(2026, 6, 1, 12, 2, 0, tzinfo=UTC))
+        await clock.advance(0)
+
+        async def three() -> bool:
+            return len(await runs_of(s, "minutely")) == 3
+
+        await wait_until(three)
+        rows = await runs_of(s, "minutely")
+    assert [r.scheduled_at for r in rows] == [minute(0), minute(1), minute(2)]
+    assert len({r.scheduled_at for r in rows}) == 3
+
+
+async def test_watchdog_cancels_an_async_handler(sqlite_url: str) -> None:
+    cleaned_up = anyio.Event()
+    started = anyio.Event()
+
+    @define_schedule(name="stuck", cron="0 12 * * *", timezone="UTC", max_runtime_ms=5_000)
+    async def stuck(ctx: ScheduleContext) -> None:
+        assert ctx.deadline == ctx.fired_at + timedelta(seconds=5)
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned_up.set()
+
+    clock = ManualClock(T0)
+    async with running([stuck], sqlite_url, clock) as s:
+        await clock.advance(30)
+        with anyio.fail_after(5):
+            await started.wait()
+        await clock.advance(4.9)
+        assert not cleaned_up.is_set()
+        await clock.advance(0.2)
+        with anyio.fail_after(5):
+            await cleaned_up.wait()
+
+        async def failed() -> bool:
+            rows = await runs_of(s, "stuck")
+            return bool(rows) and rows[0].status is RunStatus.FAILED
+
+        await wait_until(failed)
+        (row,) = await runs_of(s, "stuck")
+    assert row.error_tag == "timeout"
+    assert row.finished_at is not None
+
+
+async def test_watchdog_abandons_a_thread_handler(sqlite_url: str) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    @define_schedule(name="blocking", cron="0 12 * * *", timezone="UTC", max_runtime_ms=2_000)
+    def blocking(ctx: ScheduleContext) -> None:
+        entered.set()
+        release.wait(10)
+
+    clock = ManualClock(T0)
+    try:
+        async with running([blocking], sqlite_url, clock) as s:
+            await clock.advance(30)
+            await wait_until(lambda: anyio.to_thread.run_sync(entered.is_set))
+            await clock.advance(2.5)
+
+            async def failed() -> bool:
+                rows = await runs_of(s, "blocking")
+                return bool(rows) and rows[0].status is RunStatus.FAILED
+
+            await wait_until(failed)
+            (row,) = await runs_of(s, "blocking")
+            assert row.error_tag == "timeout"
+            assert "thread was abandoned" in (row.error_message or "")
+            assert not release.is_set()  # the thread is still blocked: it was abandoned
+    finally:
+        release.set()
+
+
+async def test_heartbeat_bumps_a_long_run_and_not_a_short_one(sqlite_url: str) -> None:
+    release = anyio.Event()
+
+    @define_schedule(name="long", cron="0 12 * * *", timezone="UTC", on_overlap="parallel")
+    async def long(ctx: ScheduleContext) -> None:
+        await release.wait()
+
+    @define_schedule(name="short", cron="0 12 * * *", timezone="UTC")
+    async def short(ctx: ScheduleContext) -> None:
+        return None
+
+    clock = ManualClock(T0)
+    async with running([long, short], sqlite_url, clock, schedule_heartbeat_ms=1000) as s:
+        await clock.advance(30)
+
+        async def short_done() -> bool:
+            rows = await runs_of(s, "short")
+            return bool(rows) and rows[0].status is RunStatus.SUCCEEDED
+
+        async def long_running() -> bool:
+            return bool(await runs_of(s, "long"))
+
+        await wait_until(short_done)
+        await wait_until(long_running)
+        assert (await runs_of(s, "long"))[0].heartbeat_at is None
+        for beat in range(1, 4):
+            await clock.advance(1.0)
+            expected = T0 + timedelta(seconds=30 + beat)
+
+            async def beaten(expected: datetime = expected) -> bool:
+                return (await runs_of(s, "long"))[0].heartbeat_at == expected
+
+            await wait_until(beaten)
+        release.set()
+
+        async def long_done() -> bool:
+            return (await runs_of(s, "long"))[0].status is RunStatus.SUCCEEDED
+
+        await wait_until(long_done)
+        (short_row,) = await runs_of(s, "short")
+    assert short_row.heartbeat_at is None
+
+
+@pytest.mark.parametrize("policy", ["skip", "parallel"])
+async def test_overlap_skip_and_parallel(
+    sqlite_url: str, policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = anyio.Event()
+
+    @define_schedule(name="slow", cron="* * * * *", timezone="UTC", on_overlap=policy)
+    async def slow(ctx: ScheduleContext) -> None:
+        await release.wait()
+
+    clock = ManualClock(T0)
+    with caplog.at_level(logging.INFO, logger="fastapi_voltro_schedules"):
+        async with running([slow], sqlite_url, clock) as s:
+            await clock.advance(30)
+
+            async def count(n: int) -> bool:
+                return len(await runs_of(s, "slow")) == n
+
+            await wait_until(lambda: count(1))
+            await clock.advance(60)
+            await wait_until(lambda: count(2))
+            rows = await runs_of(s, "slow")
+            release.set()
+
+            async def settled() -> bool:
+                return all(r.status.terminal for r in await runs_of(s, "slow"))
+
+            await wait_until(settled)
+            final = await runs_of(s, "slow")
+    assert rows[0].status is RunStatus.RUNNING
+    if policy == "skip":
+        assert rows[1].status is RunStatus.SKIPPED and rows[1].scheduled_at == minute(1)
+        assert [r.status for r in final] == [RunStatus.SUCCEEDED, RunStatus.SKIPPED]
+        assert any(
+            r.getMessage()
+            == "schedule: overlap skip  name=slow scope=process heldBy=replica-a lastSeenMs=60000"
+            for r in caplog.records
+        )
+    else:
+        assert rows[1].status is RunStatus.RUNNING
+        assert [r.status for r in final] == [RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
+
+
+async def test_fire_now_ignores_overlap_and_records_manual(sqlite_url: str) -> None:
+    release = anyio.Event()
+    seen: list[ScheduleContext] = []
+
+    @define_schedule(name="slow", cron="0 12 * * *", timezone="UTC")
+    async def slow(ctx: ScheduleContext) -> None:
+        seen.append(ctx)
+        await release.wait()
+
+    clock = ManualClock(T0)
+    async with running([slow], sqlite_url, clock) as s:
+        first = await s.fire_now("slow")
+        second = await s.fire_now("slow")  # overlap rule ignored: operators expect it to fire
+        assert first.status is RunStatus.RUNNING and second.trigger is Trigger.MANUAL
+        assert first.scheduled_at == T0 and first.coordination_outcome == ""
+        release.set()
+
+        async def done() -> bool:
+            rows = await runs_of(s, "slow")
+            return len(rows) == 2 and all(r.status is RunStatus.SUCCEEDED for r in rows)
+
+        await wait_until(done)
+    assert {c.trigger for c in seen} == {Trigger.MANUAL}
+    assert {c.run_id for c in seen} == {first.id, second.id}
+
+
+async def test_shutdown_cancels_in_flight_runs_after_grace(sqlite_url: str) -> None:
+    from fastapi_voltro_schedules.store import create_store
+
+    started = anyio.Event()
+
+    @define_schedule(name="forever", cron="0 12 * * *", timezone="UTC")
+    async def forever(ctx: ScheduleContext) -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    clock = ManualClock(T0)
+    async with running([forever], sqlite_url, clock, shutdown_grace_ms=50):
+        await clock.advance(30)
+        with anyio.fail_after(5):
+            await started.wait()
+    store = create_store(sqlite_url)
+    try:
+        (row,) = await store.list_runs("forever")
+    finally:
+        await store.dispose()
+    assert row.status is RunStatus.FAILED and row.error_tag == "shutdown"
+
+
+async def test_retention_sweeps_finished_rows_and_keeps_queued(sqlite_url: str) -> None:
+    clock = ManualClock(T0)
+
+    @define_schedule(name="job", cron="0 0 1 1 *", timezone="UTC")
+    async def job(ctx: ScheduleContext) -> None:
+        return None
+
+    async with running([job], sqlite_url, clock, run_retention_ms=24 * 3600 * 1000) as s:
+        assert s.store is not None and s.engine is not None
+        old = T0 - timedelta(days=3)
+
+        def row(status: RunStatus, finished: datetime | None) -> RunRecord:
+            return RunRecord(
+                id=new_run_id(), name="job", scheduled_at=old, status=status,
+                trigger=Trigger.SELF, fired_at=old, finished_at=finished, replica_id="r",
+            )
+
+        await s.store.insert_runs(
+            [row(RunStatus.SUCCEEDED, old) for _ in range(5)]
+            + [row(RunStatus.QUEUED, None), row(RunStatus.SUCCEEDED, T0 - timedelta(hours=1))]
+        )
+        assert await s.engine.sweep() == 5
+        left = await runs_of(s, "job")
+    assert sorted(r.status.value for r in left) == ["queued", "succeeded"]
