@@ -543,7 +543,9 @@ def test_4_processes_race_for_200_keys(race_url: str) -> None:
                 p.wait()
 
     won = [set(o["won"]) for o in outputs]
-    per_proc = ", ".join(f"{len(w)} keys/{o['seconds']:.2f}s" for w, o in zip(won, outputs, strict=True))
+    per_proc = ", ".join(
+        f"{len(w)} keys/{o['seconds']:.2f}s" for w, o in zip(won, outputs, strict=True)
+    )
     print(f"\n4-process race on {race_url.split(':')[0]}: {elapsed:.2f}s wall ({per_proc})")
     assert sum(len(w) for w in won) == RACE_KEYS
     assert len(set().union(*won)) == RACE_KEYS

@@ -1,0 +1,84 @@
+"""Real servers for tests: uvicorn subprocesses on 127.0.0.1, on a free port each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(10)
+
+
+@contextmanager
+def uvicorn_server(
+    app: str,
+    tmp_path: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    name: str = "server",
+    ready_path: str = "/openapi.json",
+    timeout: float = 30.0,
+) -> Iterator[Server]:
+    """``python -m uvicorn <app>`` on a free port; waits until it answers, stops it after."""
+    port = free_port()
+    log_path = tmp_path / f"{name}.log"
+    full_env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}", **(env or {})}
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=tmp_path,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    server = Server(process, port, log_path)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited early:\n{server.log()}")
+            try:
+                httpx.get(server.url + ready_path, timeout=1.0)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start:\n{server.log()}") from None
+                time.sleep(0.1)
+        yield server
+    finally:
+        server.kill(signal.SIGTERM)
