@@ -16,11 +16,11 @@ import asyncio
 import os
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from alembic import context
 from fastapi_voltro_schedules.migrations import (
     DEFAULT_DATABASE_URL,
     async_url,

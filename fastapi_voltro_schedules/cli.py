@@ -69,6 +69,9 @@ AppOption = Annotated[
 ]
 
 
+SUPPORTED_BACKENDS = frozenset({"sqlite", "postgresql", "mysql", "mariadb"})
+
+
 class CliError(Exception):
     """A failure reported as one line on stderr and exit status 1."""
 
@@ -139,6 +142,16 @@ def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) 
             raise _fail("migrate", str(exc)) from None
     url = resolve_database_url(database_url)
     shown = redact_url(url)
+    try:
+        backend = make_url(url).get_backend_name()
+    except Exception:
+        raise _fail("migrate", f"cannot parse the database URL {shown}") from None
+    if backend not in SUPPORTED_BACKENDS:
+        raise _fail(
+            "migrate",
+            f'database backend "{backend}" is not supported ({shown}) — use '
+            "sqlite+aiosqlite, postgresql+asyncpg or mysql+asyncmy",
+        )
     asyncmy_logger = logging.getLogger("asyncmy")
     if asyncmy_logger.level == logging.NOTSET:
         # MariaDB notes such as "Name ... ignored for PRIMARY key" are not news to the user

@@ -189,10 +189,13 @@ def _parse_field(field: _Field, text: str) -> set[int]:
                     )
                 end = _value(field, text, term, last)
                 if end < start:
+                    if field is _DOW and end == 0:
+                        fix = f"write {first}-7 (7 is Sunday too)"
+                    else:
+                        fix = f"write it as two ranges, e.g. {start}-{field.hi},{field.lo}-{end}"
                     raise _FieldError(
                         f'{field.name} range "{base}" runs backwards — cron ranges do not wrap '
-                        f"around; write it as two ranges, e.g. {start}-{field.hi},"
-                        f"{field.lo}-{end}"
+                        f"around; {fix}"
                     )
             else:
                 # "5/10" means 5 to the field's maximum, every 10 (cronie, croniter, cronsim).
@@ -383,9 +386,12 @@ class CronSpec:
 
     def iter_occurrences(self, start: datetime, end: datetime | None = None) -> Iterator[datetime]:
         """Occurrences in ``(start, end]`` (unbounded without ``end``), in order, lazily."""
-        self._local(start, "start")
+        self._local(start, "start")  # validate now, not at the first next()
         if end is not None:
             self._local(end, "end")
+        return self._iterate(start, end)
+
+    def _iterate(self, start: datetime, end: datetime | None) -> Iterator[datetime]:
         cursor = start
         while True:
             cursor = self.next_occurrence(cursor)

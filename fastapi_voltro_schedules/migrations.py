@@ -5,9 +5,10 @@ The migrations live in the repo's top-level ``alembic/`` and ship inside the whe
 :func:`alembic_config` builds the configuration in memory, so no ``alembic.ini`` is needed.
 
 Every entry point takes a database URL *or* the application's own ``AsyncEngine``. The
-migrations always run on one connection opened here (``engine.begin()`` → ``run_sync``) and
-handed to ``alembic/env.py`` through ``config.attributes["connection"]``, so an in-memory
-SQLite engine or a shared engine is migrated in place.
+migrations always run on one connection opened here (``engine.connect()`` → ``run_sync`` →
+``conn.begin()``) and handed to ``alembic/env.py`` through ``config.attributes["connection"]``,
+so an in-memory SQLite engine or a shared engine is migrated in place. Concurrent migrators
+(replicas running ``voltro migrate`` at once) are serialised by a database lock.
 
 Only our two tables (and our own version table, ``_voltro_alembic_version``) are ever looked
 at: :func:`include_name` / :func:`include_object` keep the user's tables in the same database
@@ -17,10 +18,11 @@ out of every comparison, so an autogenerate here can never propose to drop them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from alembic import command
 from alembic.autogenerate.api import AutogenContext, compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -29,8 +31,6 @@ from sqlalchemy import Connection, inspect, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
-
-from alembic import command
 
 from .errors import SchemaError
 from .models import (
@@ -237,14 +237,13 @@ async def _with_connection(
     target: str | URL | AsyncEngine,
     fn: Callable[[Connection], _T],
     *,
-    begin: bool,
     create_parent_dir: bool = False,
 ) -> _T:
     """Run ``fn(sync_connection)`` on one connection of ``target`` (a URL or an engine)."""
     if isinstance(target, AsyncEngine):
         if create_parent_dir:
             _ensure_sqlite_dir(target.url)
-        return await _run_on(target, fn, begin=begin)
+        return await _run_on(target, fn)
     url = async_url(target)
     if create_parent_dir:
         _ensure_sqlite_dir(url)
@@ -255,15 +254,12 @@ async def _with_connection(
             f"fastapi-voltro-schedules: cannot open {redact_url(url)}: {exc}"
         ) from exc
     try:
-        return await _run_on(engine, fn, begin=begin)
+        return await _run_on(engine, fn)
     finally:
         await engine.dispose()
 
 
-async def _run_on(engine: AsyncEngine, fn: Callable[[Connection], _T], *, begin: bool) -> _T:
-    if begin:
-        async with engine.begin() as conn:
-            return await conn.run_sync(fn)
+async def _run_on(engine: AsyncEngine, fn: Callable[[Connection], _T]) -> _T:
     async with engine.connect() as conn:
         return await conn.run_sync(fn)
 
@@ -277,40 +273,52 @@ def _ensure_sqlite_dir(url: URL) -> None:
     Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-@contextlib.contextmanager
-def _migrate_lock(conn: Connection) -> Iterator[None]:
-    """Serialise concurrent migrators (two replicas running ``voltro migrate`` at once)."""
-    backend = conn.dialect.name
-    if backend == "postgresql":
-        # transaction-scoped: released by the commit that publishes the new schema
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
-        yield
-    elif backend in ("mysql", "mariadb"):
-        got = conn.execute(text("SELECT GET_LOCK('voltro_migrate', 60)")).scalar()
-        if got != 1:
-            raise SchemaError(
-                "fastapi-voltro-schedules: another migration holds the lock 'voltro_migrate' "
-                "(waited 60 s)"
-            )
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT RELEASE_LOCK('voltro_migrate')"))
-    elif backend == "sqlite":
-        # take the write lock up front: a second process waits (busy timeout) instead of
-        # racing the CREATE TABLEs, then finds the schema at head.
-        driver = conn.connection.driver_connection  # sqlite3 / aiosqlite connection
-        if driver is not None and getattr(driver, "in_transaction", True) is False:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        yield
-    else:
-        yield
+_MYSQL_LOCK = "voltro_migrate"
+_MYSQL_LOCK_WAIT_S = 120
 
 
 def _upgrade_sync(conn: Connection, revision: str) -> None:
+    """Upgrade on ``conn`` (no transaction open yet), serialising concurrent migrators.
+
+    Two replicas running ``voltro migrate`` at once must not both see "no tables" and race
+    the ``CREATE TABLE``s: the second waits for the first and then finds the schema at head.
+
+    * PostgreSQL: a transaction-scoped advisory lock, released by the commit that publishes
+      the new schema (DDL is transactional there).
+    * MySQL/MariaDB: a session lock (``GET_LOCK``) taken *before* the migration's transaction,
+      so that transaction's REPEATABLE READ snapshot starts after the previous holder's
+      commit and sees its version row.
+    * SQLite: ``BEGIN IMMEDIATE`` takes the write lock up front (others wait their busy
+      timeout).
+    """
     config = alembic_config()
     config.attributes["connection"] = conn
-    with _migrate_lock(conn):
+    backend = conn.dialect.name
+    if backend in ("mysql", "mariadb"):
+        got = conn.execute(
+            text("SELECT GET_LOCK(:name, :wait)"), {"name": _MYSQL_LOCK, "wait": _MYSQL_LOCK_WAIT_S}
+        ).scalar()
+        conn.commit()
+        if got != 1:
+            raise SchemaError(
+                f"another migration holds the lock {_MYSQL_LOCK!r} "
+                f"(waited {_MYSQL_LOCK_WAIT_S} s); try again when it has finished"
+            )
+        try:
+            with conn.begin():
+                command.upgrade(config, revision)
+        finally:
+            with contextlib.suppress(Exception):  # closing the session releases it anyway
+                conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": _MYSQL_LOCK})
+                conn.commit()
+        return
+    with conn.begin():
+        if backend == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
+        elif backend == "sqlite":
+            driver = conn.connection.driver_connection  # sqlite3 / aiosqlite connection
+            if driver is not None and getattr(driver, "in_transaction", True) is False:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
         command.upgrade(config, revision)
 
 
@@ -327,13 +335,13 @@ async def upgrade_to_head(target: str | URL | AsyncEngine, *, revision: str = "h
     database errors propagate.
     """
     await _with_connection(
-        target, lambda conn: _upgrade_sync(conn, revision), begin=True, create_parent_dir=True
+        target, lambda conn: _upgrade_sync(conn, revision), create_parent_dir=True
     )
 
 
 async def current_revision(target: str | URL | AsyncEngine) -> str | None:
     """The revision the database is at, or ``None`` when it was never migrated."""
-    heads = await _with_connection(target, _current_heads_sync, begin=False)
+    heads = await _with_connection(target, _current_heads_sync)
     if not heads:
         return None
     return ",".join(sorted(heads))
@@ -354,7 +362,7 @@ def _schema_matches_models_sync(conn: Connection) -> bool:
 
 async def schema_matches_models(target: str | URL | AsyncEngine) -> bool:
     """Whether the ledger tables exist exactly as the models describe them (any version table)."""
-    return await _with_connection(target, _schema_matches_models_sync, begin=False)
+    return await _with_connection(target, _schema_matches_models_sync)
 
 
 async def ensure_schema(target: str | URL | AsyncEngine) -> None:

@@ -79,18 +79,18 @@ class ScheduleRun(_VoltroModel, table=True):
         Index("ix_voltro_runs_finished", "finished_at"),
     )
 
-    id: str = Field(sa_type=String(40), primary_key=True)  # type: ignore[call-overload]
-    name: str = Field(sa_type=String(200), nullable=False)  # type: ignore[call-overload]
-    scheduled_at: datetime = Field(sa_type=UTCDateTime, nullable=False)  # type: ignore[call-overload]
-    fired_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
-    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
-    status: str = Field(sa_type=String(16), nullable=False)  # type: ignore[call-overload]
-    trigger: str = Field(sa_type=String(16), nullable=False)  # type: ignore[call-overload]
-    coordination_outcome: str = Field(default="", sa_type=String(16), nullable=False)  # type: ignore[call-overload]
-    replica_id: str = Field(default="", sa_type=String(200), nullable=False)  # type: ignore[call-overload]
-    heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # type: ignore[call-overload]
-    error_tag: str | None = Field(default=None, sa_type=String(200))  # type: ignore[call-overload]
-    error_message: str | None = Field(default=None, sa_type=Text)  # type: ignore[call-overload]
+    id: str = Field(sa_type=String(40), primary_key=True)
+    name: str = Field(sa_type=String(200), nullable=False)
+    scheduled_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    fired_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    status: str = Field(sa_type=String(16), nullable=False)
+    trigger: str = Field(sa_type=String(16), nullable=False)
+    coordination_outcome: str = Field(default="", sa_type=String(16), nullable=False)
+    replica_id: str = Field(default="", sa_type=String(200), nullable=False)
+    heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    error_tag: str | None = Field(default=None, sa_type=String(200))
+    error_message: str | None = Field(default=None, sa_type=Text)
 
 
 class ScheduleClaim(_VoltroModel, table=True):
@@ -99,9 +99,9 @@ class ScheduleClaim(_VoltroModel, table=True):
     __tablename__ = CLAIMS_TABLE
     __table_args__ = (Index("ix_voltro_claims_claimed_at", "claimed_at"),)
 
-    key: str = Field(sa_type=String(255), primary_key=True)  # type: ignore[call-overload]
-    claimed_at: datetime = Field(sa_type=UTCDateTime, nullable=False)  # type: ignore[call-overload]
-    replica_id: str = Field(default="", sa_type=String(200), nullable=False)  # type: ignore[call-overload]
+    key: str = Field(sa_type=String(255), primary_key=True)
+    claimed_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    replica_id: str = Field(default="", sa_type=String(200), nullable=False)
 
 
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .clock import Clock, SystemClock, iso_z
-from .config import CoordinationChoice, SchedulingConfig, StoreKind, resolve_coordination, store_kind
+from .config import (
+    CoordinationChoice,
+    SchedulingConfig,
+    StoreKind,
+    resolve_coordination,
+    store_kind,
+)
 from .context import WorkflowStarter
 from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
-from .enums import Coordination, TriggerMode
 from .engine import Engine
-from .errors import ConfigurationError, ScheduleNotFoundError, SchemaError
-from .runner import Runner
+from .enums import Coordination, TriggerMode
+from .errors import ConfigurationError, ScheduleNotFoundError
 from .logs import ensure_visible, logger
+from .runner import Runner
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -164,8 +169,8 @@ class Scheduling:
         return await self.engine.fire_now(schedule)
 
     async def _boot(self, app: FastAPI | None) -> Store:
-        from .migrations import is_at_head, upgrade_to_head
-        from .store import create_store
+        from .migrations import ensure_schema
+        from .store import SQLStore, create_store
 
         ensure_visible()
         self.validate()
@@ -175,16 +180,16 @@ class Scheduling:
             app.state.workflows = self.workflows
         if self.coordination.warning:
             logger.warning(self.coordination.warning)
-        target: AsyncEngine | str = self._engine or self.config.database_url
-        if self.store_kind in ("memory", "sqlite"):
-            await upgrade_to_head(target)
-        elif not await is_at_head(target):
-            raise SchemaError(
-                "the scheduler's tables (_voltro_schedule_runs, _voltro_schedule_claims) are "
-                "missing or not at the newest migration — run `voltro migrate` (it reads "
-                "VOLTRO_DATABASE_URL) as part of your release, then start the app again"
-            )
-        self.store = create_store(self.config.database_url, engine=self._engine)
+        store = (
+            create_store(engine=self._engine)
+            if self._engine is not None
+            else create_store(self.config.database_url)
+        )
+        self.store = store
+        # Migrate through the store's own engine: an in-memory SQLite lives on that one
+        # connection only.
+        target = store.engine if isinstance(store, SQLStore) else self.config.database_url
+        await ensure_schema(target)
         self._log_boot()
         return self.store
 

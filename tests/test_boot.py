@@ -70,7 +70,9 @@ async def test_server_database_without_schema_refuses_to_boot(postgres_url: str)
 
 async def test_inherited_external_six_field_rejected_at_boot(tmp_path: Path) -> None:
     fast = define_schedule(name="tick", cron="*/5 * * * * *", timezone="UTC", handler=noop)
-    config = SchedulingConfig(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db", trigger="external")
+    config = SchedulingConfig(
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db", trigger="external"
+    )
     with pytest.raises(ConfigurationError) as info:
         async with Scheduling([fast], config=config).run():
             pass

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from support.servers import uvicorn_server
 
 pytestmark = pytest.mark.slow

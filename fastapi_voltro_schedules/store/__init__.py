@@ -24,9 +24,9 @@ def create_store(
     ``engine`` shares it (the application's own) and never disposes it; SQLite hooks are not
     installed on a shared engine, so configure WAL/busy_timeout there yourself.
     """
-    if engine is not None:
-        if url is not None or engine_options:
-            raise TypeError("create_store(): pass either url/engine options or engine, not both")
+    if engine is not None:  # the shared engine wins; ``url`` (the config default) is ignored
+        if engine_options:
+            raise TypeError("create_store(): engine options cannot apply to a given engine")
         return SQLStore(engine, owns_engine=False)
     return SQLStore(make_engine(url or DEFAULT_URL, **engine_options))
 
