@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import anyio
@@ -48,6 +49,26 @@ MAX_SLEEP_SECONDS = 30.0
 RETENTION_INTERVAL_SECONDS = 600.0
 RETENTION_BATCH = 1000
 CLAIM_RETENTION = timedelta(days=7)
+
+
+class Verdict(StrEnum):
+    """Why :meth:`Engine.admit` did or did not produce a ``running`` row."""
+
+    RUN = "run"
+    """This replica runs the slot: the ``running`` row exists."""
+    LOST = "lost"
+    """Another caller already claimed the slot (a duplicate, or another replica won)."""
+    SKIPPED = "skipped"
+    """A run of the schedule was live; a ``skipped`` row was recorded."""
+    UNAVAILABLE = "unavailable"
+    """The store could not be written: nothing runs (fail closed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    verdict: Verdict
+    run: RunRecord | None = None
+    """The ``running`` row (``RUN``) or the ``skipped`` row (``SKIPPED``)."""
 
 
 @dataclass(slots=True)
@@ -226,32 +247,40 @@ class Engine:
 
     async def fire(self, schedule: Schedule, scheduled_at: datetime, trigger: Trigger) -> None:
         """Gate, overlap, record and run one slot (waits for the run to finish)."""
-        run = await self.admit(schedule, scheduled_at, trigger)
-        if run is not None:
-            await self._execute(schedule, run)
+        admission = await self.admit(schedule, scheduled_at, trigger)
+        if admission.verdict is Verdict.RUN and admission.run is not None:
+            await self._execute(schedule, admission.run)
 
     async def fire_now(self, schedule: Schedule) -> RunRecord:
         """Run now: always runs, ``trigger="manual"``, no coordination, no overlap rule.
         Returns once the run row exists; the handler runs in the background."""
-        run = await self.admit(schedule, self.clock.now(), Trigger.MANUAL)
-        assert run is not None
+        admission = await self.admit(schedule, self.clock.now(), Trigger.MANUAL)
+        if admission.run is None:
+            raise StoreUnavailableError(
+                f'could not record a Run now of "{schedule.name}" — the ledger is unreachable'
+            )
+        self.start(schedule, admission.run)
+        return admission.run
+
+    def start(self, schedule: Schedule, run: RunRecord) -> None:
+        """Execute an admitted run in the background (its row is already ``running``)."""
         self._start(self._execute, schedule, run)
-        return run
 
     async def admit(
         self, schedule: Schedule, scheduled_at: datetime, trigger: Trigger
-    ) -> RunRecord | None:
-        """Decide whether this replica runs the slot; if so write its ``running`` row."""
+    ) -> Admission:
+        """Decide whether this replica runs the slot; if so write its ``running`` row (the
+        caller then runs it: :meth:`start` in the background, or awaits :meth:`fire`)."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
-            gate = await self._gate(schedule, scheduled_at)
-            if gate is None:
-                return None
+            gate = await self._gate(schedule, scheduled_at, trigger)
+            if isinstance(gate, Verdict):
+                return Admission(gate)
             outcome = gate
-            if schedule.on_overlap is OverlapPolicy.SKIP and await self._skip(
-                schedule, scheduled_at, trigger, outcome
-            ):
-                return None
+            if schedule.on_overlap is OverlapPolicy.SKIP:
+                skipped = await self._skip(schedule, scheduled_at, trigger, outcome)
+                if skipped is not None:
+                    return Admission(Verdict.SKIPPED, skipped)
             if schedule.on_overlap is OverlapPolicy.QUEUE:
                 # In-process chain: serialise behind this process's run of the schedule.
                 await self._in_flight.lock(schedule.name).acquire()
@@ -276,9 +305,9 @@ class Engine:
                 iso_z(scheduled_at),
                 exc,
             )
-            return None
+            return Admission(Verdict.UNAVAILABLE)
         self._in_flight.add(run)
-        return run
+        return Admission(Verdict.RUN, run)
 
     async def _execute(self, schedule: Schedule, run: RunRecord) -> None:
         try:
@@ -292,9 +321,12 @@ class Engine:
             self._in_flight.lock(schedule.name).release()
 
     async def _gate(
-        self, schedule: Schedule, scheduled_at: datetime
-    ) -> CoordinationOutcome | None:
-        if self.coordination is Coordination.SINGLE:
+        self, schedule: Schedule, scheduled_at: datetime, trigger: Trigger
+    ) -> CoordinationOutcome | Verdict:
+        # An external arrival is claimed whatever the coordination: delivery is at-least-once,
+        # so the claim is what dedupes it, on SQLite too.
+        external = trigger is Trigger.EXTERNAL
+        if self.coordination is Coordination.SINGLE and not external:
             return CoordinationOutcome.SINGLE
         key = claim_key(schedule.name, scheduled_at)
         try:
@@ -307,8 +339,10 @@ class Engine:
                 iso_z(scheduled_at),
                 exc,
             )
-            return None
-        return CoordinationOutcome.WON_LOCK if won else None
+            return Verdict.UNAVAILABLE
+        if not won:
+            return Verdict.LOST
+        return CoordinationOutcome.EXTERNAL if external else CoordinationOutcome.WON_LOCK
 
     async def _skip(
         self,
@@ -316,7 +350,7 @@ class Engine:
         scheduled_at: datetime,
         trigger: Trigger,
         outcome: CoordinationOutcome,
-    ) -> bool:
+    ) -> RunRecord | None:
         now = self.clock.now()
         holder: RunRecord | None = next(iter(self._in_flight.runs[schedule.name].values()), None)
         scope = "process"
@@ -324,7 +358,7 @@ class Engine:
             scope = "cluster"
             holder = await self._live_elsewhere(schedule, now)
         if holder is None:
-            return False
+            return None
         seen = last_seen(holder.fired_at, holder.heartbeat_at) or now
         logger.info(
             "schedule: overlap skip  name=%s scope=%s heldBy=%s lastSeenMs=%d",
@@ -333,8 +367,7 @@ class Engine:
             holder.replica_id,
             int((now - seen).total_seconds() * 1000),
         )
-        await self._record(schedule, scheduled_at, trigger, outcome, RunStatus.SKIPPED)
-        return True
+        return await self._record(schedule, scheduled_at, trigger, outcome, RunStatus.SKIPPED)
 
     async def _live_elsewhere(self, schedule: Schedule, now: datetime) -> RunRecord | None:
         try:
@@ -419,26 +452,26 @@ class Engine:
         trigger: Trigger,
         outcome: CoordinationOutcome,
         status: RunStatus,
-    ) -> None:
+    ) -> RunRecord:
         now = self.clock.now()
+        row = RunRecord(
+            id=new_run_id(),
+            name=schedule.name,
+            scheduled_at=scheduled_at,
+            status=status,
+            trigger=trigger,
+            coordination_outcome=outcome,
+            fired_at=now,
+            finished_at=now,
+            replica_id=self.replica_id,
+        )
         try:
-            await self.store.insert_run(
-                RunRecord(
-                    id=new_run_id(),
-                    name=schedule.name,
-                    scheduled_at=scheduled_at,
-                    status=status,
-                    trigger=trigger,
-                    coordination_outcome=outcome,
-                    fired_at=now,
-                    finished_at=now,
-                    replica_id=self.replica_id,
-                )
-            )
+            await self.store.insert_run(row)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not record %s  name=%s: %s", status.value, schedule.name, exc
             )
+        return row
 
     # -- housekeeping ---------------------------------------------------------------------
 

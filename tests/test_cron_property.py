@@ -42,6 +42,7 @@ the field (``*/90``), we reject them, so steps stay within the field.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -79,18 +80,17 @@ def _offset(zone: ZoneInfo, instant: datetime) -> timedelta:
 
 
 def _first_change(zone: ZoneInfo, lo: datetime, hi: datetime) -> datetime:
-    """The first whole second in (lo, hi] whose offset differs from lo's (zoneinfo only)."""
+    """The first whole second in (lo, hi] whose offset differs from lo's (zoneinfo only;
+    transitions fall on whole seconds)."""
     base = _offset(zone, lo)
-    while hi - lo > timedelta(seconds=1):
-        mid = lo + (hi - lo) / 2
-        mid = mid.replace(microsecond=0)
-        if mid <= lo:
-            mid = lo + timedelta(seconds=1)
-        if _offset(zone, mid) == base:
-            lo = mid
+    lo_s, hi_s = math.floor(lo.timestamp()), math.ceil(hi.timestamp())
+    while hi_s - lo_s > 1:
+        mid = (lo_s + hi_s) // 2
+        if _offset(zone, datetime.fromtimestamp(mid, UTC)) == base:
+            lo_s = mid
         else:
-            hi = mid
-    return hi
+            hi_s = mid
+    return datetime.fromtimestamp(hi_s, UTC)
 
 
 def _transitions(zone: ZoneInfo, start: datetime, end: datetime, step: timedelta) -> list[datetime]:
