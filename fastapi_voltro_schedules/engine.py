@@ -296,7 +296,7 @@ class Engine:
             replica_id=self.replica_id,
         )
         try:
-            await self.store.insert_run(run)
+            await self.runner.ledger.insert(run)
         except StoreUnavailableError as exc:
             self._release_queue(schedule, trigger)
             logger.warning(
@@ -330,7 +330,7 @@ class Engine:
             return CoordinationOutcome.SINGLE
         key = claim_key(schedule.name, scheduled_at)
         try:
-            won = await self.store.claim(key, self.replica_id, self.clock.now())
+            won = await self.runner.ledger.claim(key)
         except StoreUnavailableError as exc:
             # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
             logger.warning(
@@ -466,7 +466,7 @@ class Engine:
             replica_id=self.replica_id,
         )
         try:
-            await self.store.insert_run(row)
+            await self.runner.ledger.insert(row)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not record %s  name=%s: %s", status.value, schedule.name, exc

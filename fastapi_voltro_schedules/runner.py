@@ -19,12 +19,14 @@ from .context import ScheduleContext, WorkflowStarter
 from .enums import RunStatus
 from .errors import ConfigurationError, StoreUnavailableError
 from .logs import logger
+from .store import RunOutcome
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .clock import Clock
     from .definition import Schedule
+    from .ledger import Ledger
     from .store import RunRecord, Store
 
 ERROR_MESSAGE_LIMIT = 2000
@@ -35,6 +37,7 @@ class Runner:
     """Executes firings for one scheduler (one process)."""
 
     store: Store
+    ledger: Ledger
     clock: Clock
     replica_id: str
     heartbeat_ms: int
@@ -100,17 +103,17 @@ class Runner:
 
     async def finish(
         self, run: RunRecord, status: RunStatus, tag: str | None, message: str | None
-    ) -> bool:
+    ) -> None:
         """Write the terminal status iff the row is still ours and ``running``."""
         try:
-            return await self.store.update_run(
-                run.id,
-                expect_status=RunStatus.RUNNING,
-                expect_replica_id=self.replica_id,
-                status=status,
-                finished_at=self.clock.now(),
-                error_tag=tag,
-                error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
+            await self.ledger.finish(
+                RunOutcome(
+                    run_id=run.id,
+                    status=status,
+                    finished_at=self.clock.now(),
+                    error_tag=tag,
+                    error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
+                )
             )
         except StoreUnavailableError as exc:
             # The row stays `running`; without beats it reads dead after 3 intervals and the
@@ -122,7 +125,6 @@ class Runner:
                 status.value,
                 exc,
             )
-            return False
 
     async def _beat(self, run_id: str) -> None:
         interval = self.heartbeat_ms / 1000

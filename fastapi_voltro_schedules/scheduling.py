@@ -28,6 +28,7 @@ from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import Coordination, TriggerMode
 from .errors import ConfigurationError, ScheduleNotFoundError
+from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .runner import Runner
 
@@ -137,6 +138,7 @@ class Scheduling:
         config = self.config
         runner = Runner(
             store=store,
+            ledger=Ledger(store, self.clock, config.replica_id),
             clock=self.clock,
             replica_id=config.replica_id,
             heartbeat_ms=config.schedule_heartbeat_ms,

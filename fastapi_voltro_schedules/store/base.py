@@ -102,6 +102,17 @@ class RunRecord:
         return self.status.terminal
 
 
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How one run ended: the values :meth:`Store.finish_runs` writes."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: datetime
+    error_tag: str | None = None
+    error_message: str | None = None
+
+
 class Store(abc.ABC):
     """The ledger: claims (who fires a slot) and runs (what happened to it)."""
 
@@ -182,6 +193,16 @@ class Store(abc.ABC):
         the compare-and-set behind "finish my run", "take my queued turn" and "mark a corpse
         abandoned once". ``values`` are column names of the runs table (not ``id``); enums are
         stored as their values. An unknown column raises ``TypeError``.
+        """
+
+    @abc.abstractmethod
+    async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
+        """Write many runs' terminal status in one transaction (one ``executemany``).
+
+        Each row is written only if it is still ``running`` and owned by ``replica_id`` — the
+        same compare-and-set as :meth:`update_run`, per row — so a row another replica already
+        marked ``abandoned`` is left alone. Per-row results are not reported (drivers disagree
+        on ``rowcount`` for ``executemany``): use :meth:`update_run` when the answer matters.
         """
 
     @abc.abstractmethod

@@ -27,12 +27,23 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import ColumnElement, Delete, Insert, Select, Update, delete, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Insert,
+    Select,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy import update as sa_update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..enums import RunStatus
-from ..models import claims_table, runs_table
+from ..models import UTCDateTime, claims_table, runs_table
 from .base import CLOCK_TRIGGERS, LIVE_STATUSES, TERMINAL_STATUSES
 
 CLAIM_CHUNK = 1000
@@ -133,6 +144,27 @@ def _stored(value: Any) -> Any:
 def insert_runs(rows: Sequence[Mapping[str, Any]]) -> Insert:
     """A multi-row ``INSERT`` of run rows (one round trip)."""
     return insert(runs_table).values(_values(rows))
+
+
+def finish_update() -> Update:
+    """The terminal write of many runs in one ``executemany``: ``UPDATE runs SET status,
+    finished_at, error_tag, error_message WHERE id = :b_id AND status = 'running' AND
+    replica_id = :b_replica`` — each row keeps its own compare-and-set condition."""
+    c = runs_table.c
+    return (
+        sa_update(runs_table)
+        .where(
+            c.id == bindparam("b_id"),
+            c.status == RunStatus.RUNNING.value,
+            c.replica_id == bindparam("b_replica"),
+        )
+        .values(
+            status=bindparam("b_status"),
+            finished_at=bindparam("b_finished", type_=UTCDateTime()),
+            error_tag=bindparam("b_tag"),
+            error_message=bindparam("b_message"),
+        )
+    )
 
 
 def conditional_update(
