@@ -35,22 +35,31 @@ class GroupCommit(Generic[T, R]):
         # FIFO lock: whoever holds it flushes everything pending; later holders usually find
         # their own future already answered and leave at once.
         async with self._lock:
-            if not future.done():
+            while not future.done():
                 batch = self._pending[: self._max_batch]
                 del self._pending[: len(batch)]
-                await self._run(batch)
+                try:
+                    await self._run(batch)
+                except BaseException:
+                    if future.done() and not future.cancelled():
+                        future.exception()  # ours: raised right here instead of awaited
+                    raise
         return await future
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:
             results = await self._flush([item for item, _ in batch])
-        except BaseException as exc:
-            # Cancelled mid-flush (shutdown) or the store failed: nobody in the batch may
-            # hang waiting for an answer that will never come.
-            failure = exc if isinstance(exc, Exception) else asyncio.CancelledError()
+        except Exception as exc:
+            # The store failed: every item in the batch failed with it.
             for _, future in batch:
                 if not future.done():
-                    future.set_exception(failure)
+                    future.set_exception(exc)
+            raise
+        except BaseException:
+            # Cancelled mid-flush (shutdown): nobody in the batch may hang waiting for an
+            # answer that will never come.
+            for _, future in batch:
+                future.cancel()
             raise
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
