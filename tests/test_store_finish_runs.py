@@ -40,7 +40,8 @@ async def test_finish_runs_writes_only_own_running_rows(database_url: str) -> No
         assert rows[mine[0].id].status is RunStatus.SUCCEEDED
         assert rows[mine[0].id].finished_at == done  # microseconds and UTC kept
         assert rows[mine[1].id].status is RunStatus.FAILED
-        assert (rows[mine[1].id].error_tag, rows[mine[1].id].error_message) == ("ValueError", "boom")
+        failed = rows[mine[1].id]
+        assert (failed.error_tag, failed.error_message) == ("ValueError", "boom")
         assert rows[mine[2].id].status is RunStatus.RUNNING  # not in the batch
         assert rows[theirs.id].status is RunStatus.RUNNING  # another replica's row
         assert rows[abandoned.id].status is RunStatus.FAILED  # no longer running: untouched
