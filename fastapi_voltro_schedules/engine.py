@@ -34,7 +34,14 @@ from .enums import (
 from .errors import StoreUnavailableError
 from .logs import logger
 from .models import claim_key
-from .planning import is_live, last_seen, passed_slots, plan_fall_behind
+from .planning import (
+    CatchUpPlan,
+    is_live,
+    last_seen,
+    passed_slots,
+    plan_boot_backfill,
+    plan_fall_behind,
+)
 from .runner import Runner
 from .store import RunRecord, new_run_id
 
@@ -140,24 +147,19 @@ class Engine:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def supervise(
-        self,
-        start_from: dict[str, datetime] | None = None,
-        *,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Arm every schedule and keep firing until :meth:`stop`.
-
-        ``start_from`` maps a schedule to the newest slot a boot backfill already planned;
-        the live timer continues right after it, so nothing between the two is unaccounted.
-        """
-        now = self.clock.now()
-        for schedule in self.schedules:
-            self.arm(schedule, (start_from or {}).get(schedule.name, now))
+        """Catch up on slots missed while down, arm every schedule, keep firing until
+        :meth:`stop`."""
         try:
             async with anyio.create_task_group() as runs:
                 self._runs = runs
                 with anyio.CancelScope() as timer_scope:
                     self._timer_scope = timer_scope
+                    now = self.clock.now()
+                    start_from = await self._boot_backfill(now)
+                    for schedule in self.schedules:
+                        self.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self._retention_loop)
                     task_status.started()
                     await self._timer_loop()
@@ -166,6 +168,59 @@ class Engine:
         finally:
             self._runs = None
             self._stopped.set()
+
+    async def _boot_backfill(self, now: datetime) -> dict[str, datetime]:
+        """Plan and start the catch-up of every schedule from its last run row, before the
+        live timer is armed; returns where each schedule's live timer continues.
+
+        The ``missed`` rows are written and the first catch-up firing admitted before this
+        returns, so a caught-up firing never races the first live one. The rest of an
+        ``all`` catch-up runs in order in the background.
+        """
+        if not self.schedules:
+            return {}
+        last_runs = await self.store.last_runs([s.name for s in self.schedules])
+        start_from: dict[str, datetime] = {}
+        plans: list[tuple[Schedule, CatchUpPlan]] = []
+        for schedule in self.schedules:
+            last = last_runs.get(schedule.name)
+            if last is None:
+                continue  # never ran: nothing to catch up on
+            slots, capped = passed_slots(schedule.spec, last.scheduled_at, now)
+            plan = plan_boot_backfill(slots, schedule.backfill, capped)
+            # A last slot ahead of now (the clock stepped back across a restart) must not run
+            # again: the live timer continues after whichever is newer.
+            start_from[schedule.name] = max(now, plan.last_planned or last.scheduled_at)
+            if plan.fire or plan.missed:
+                plans.append((schedule, plan))
+                logger.info(
+                    "schedule: backfill  name=%s policy=%s passed=%d fire=%d missed=%d%s",
+                    schedule.name,
+                    schedule.backfill.value,
+                    len(slots),
+                    len(plan.fire),
+                    len(plan.missed),
+                    " (capped at the newest 1000 slots)" if capped else "",
+                )
+        async with anyio.create_task_group() as prefix:
+            for schedule, plan in plans:
+                prefix.start_soon(self._catch_up, schedule, plan)
+        return start_from
+
+    async def _catch_up(self, schedule: Schedule, plan: CatchUpPlan) -> None:
+        if plan.missed:
+            await self.record_missed(schedule, plan.missed, Trigger.SELF)
+        if plan.fire:
+            first = await self.admit(schedule, plan.fire[0], Trigger.SELF)
+            self._start(self._catch_up_rest, schedule, first, plan.fire[1:])
+
+    async def _catch_up_rest(
+        self, schedule: Schedule, first: Admission, rest: list[datetime]
+    ) -> None:
+        if first.verdict is Verdict.RUN and first.run is not None:
+            await self._execute(schedule, first.run)
+        for slot in rest:
+            await self.fire(schedule, slot, Trigger.SELF)
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
