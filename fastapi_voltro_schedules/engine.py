@@ -364,9 +364,20 @@ class Engine:
         self._in_flight.add(run)
         return Admission(Verdict.RUN, run)
 
-    async def _execute(self, schedule: Schedule, run: RunRecord) -> None:
+    async def run_manual(self, schedule: Schedule, scheduled_at: datetime) -> RunStatus:
+        """Run one slot as an operator instruction (``trigger="manual"``, no coordination, no
+        overlap rule) and wait for it; the range backfill's step."""
+        admission = await self.admit(schedule, scheduled_at, Trigger.MANUAL)
+        if admission.run is None:
+            raise StoreUnavailableError(
+                f'could not record the manual run of "{schedule.name}" at {iso_z(scheduled_at)}'
+                " — the ledger is unreachable"
+            )
+        return await self._execute(schedule, admission.run)
+
+    async def _execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
         try:
-            await self.runner.execute(schedule, run)
+            return await self.runner.execute(schedule, run)
         finally:
             self._in_flight.remove(run)
             self._release_queue(schedule, run.trigger)

@@ -208,7 +208,7 @@ def cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
     zone = ZoneInfo(tz)
     anchor = draw(st.sampled_from(ANCHORS[tz]))
     if draw(st.integers(0, 9)) < 7:
-        start = anchor - timedelta(seconds=draw(st.integers(0, 3 * 3600)))
+        start = anchor - timedelta(seconds=draw(st.integers(-2 * 3600, 3 * 3600)))
         length = draw(st.integers(1, 2 * 86400))
     else:
         start = anchor + timedelta(seconds=draw(st.integers(-2 * 86400, 86400)))
