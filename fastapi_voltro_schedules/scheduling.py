@@ -7,13 +7,15 @@ a server database: refuse to start until ``voltro migrate`` ran), log what will 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .backfill import RangePlan, RangeSummary, plan_range, run_range
 from .clock import Clock, SystemClock, iso_z
 from .config import (
     CoordinationChoice,
@@ -28,6 +30,7 @@ from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import Coordination, TriggerMode
 from .errors import ConfigurationError, ScheduleNotFoundError
+from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .runner import Runner
@@ -115,8 +118,14 @@ class Scheduling:
         return lifespan
 
     @asynccontextmanager
-    async def run(self, app: FastAPI | None = None) -> AsyncIterator[Scheduling]:
-        """Boot the scheduler for the duration of the block. Entering twice is a no-op."""
+    async def run(
+        self, app: FastAPI | None = None, *, arm: bool = True
+    ) -> AsyncIterator[Scheduling]:
+        """Boot the scheduler for the duration of the block. Entering twice is a no-op.
+
+        ``arm=False`` boots the ledger and the engine without any timer or watcher: what the
+        CLI uses to run a range backfill against the app's database from another process.
+        """
         if self._running:
             yield self
             return
@@ -124,15 +133,70 @@ class Scheduling:
         try:
             store = await self._boot(app)
             self.engine = self._build_engine(store)
+            if not arm:
+                yield self
+                return
             async with anyio.create_task_group() as tg:
                 await tg.start(self.engine.supervise)
+                tg.start_soon(watch_external_missed, self)
                 try:
                     yield self
                 finally:
                     await self.engine.stop()
+                    tg.cancel_scope.cancel()  # the external missed watcher loops until told
         finally:
             await self._shutdown()
             self._running = False
+
+    async def plan_backfill(
+        self,
+        name: str,
+        start: str | datetime,
+        end: str | datetime,
+        *,
+        confirm: bool = False,
+        limit: int | None = None,
+    ) -> RangePlan:
+        """Check a range backfill without firing (raises when it would be refused)."""
+        schedule = self._require(name)
+        return await plan_range(
+            self._engine_or_fail().store, schedule, start, end, confirm=confirm, limit=limit
+        )
+
+    async def backfill(
+        self,
+        name: str,
+        start: str | datetime,
+        end: str | datetime,
+        *,
+        confirm: bool = False,
+        limit: int | None = None,
+        progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
+    ) -> RangeSummary:
+        """Range backfill: fire every occurrence of ``name`` in ``(start, end]`` in order, as
+        ``manual`` runs. Refusals (:class:`BackfillRefusedError`) fire nothing."""
+        plan = await self.plan_backfill(name, start, end, confirm=confirm, limit=limit)
+        return await run_range(
+            self._engine_or_fail(),
+            self._require(name),
+            plan,
+            heartbeat_ms=self.config.schedule_heartbeat_ms,
+            progress=progress,
+        )
+
+    def _require(self, name: str) -> Schedule:
+        schedule = self.get(name)
+        if schedule is None:
+            raise ScheduleNotFoundError(name)
+        return schedule
+
+    def _engine_or_fail(self) -> Engine:
+        if self.engine is None:
+            raise ConfigurationError(
+                "the scheduler is not running — call this inside `async with "
+                "scheduling.run(app):` or the app's lifespan"
+            )
+        return self.engine
 
     def _build_engine(self, store: Store) -> Engine:
         config = self.config
@@ -160,15 +224,7 @@ class Scheduling:
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
         says. Returns once the run row exists; the handler runs in the background."""
-        schedule = self.get(name)
-        if schedule is None:
-            raise ScheduleNotFoundError(name)
-        if self.engine is None:
-            raise ConfigurationError(
-                "the scheduler is not running — call fire_now inside `async with "
-                "scheduling.run(app):` or the app's lifespan"
-            )
-        return await self.engine.fire_now(schedule)
+        return await self._engine_or_fail().fire_now(self._require(name))
 
     async def _boot(self, app: FastAPI | None) -> Store:
         from .migrations import ensure_schema

@@ -165,6 +165,23 @@ class Store(abc.ABC):
         """Delete at most ``limit`` claims rows with ``claimed_at < older_than``, oldest first,
         in small batches (short transactions); returns how many were deleted."""
 
+    @abc.abstractmethod
+    async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
+        """``(replica_id, claimed_at)`` of the claims row ``key``, or ``None`` if absent."""
+
+    @abc.abstractmethod
+    async def touch_claim(self, key: str, replica_id: str, at: datetime) -> bool:
+        """Set ``claimed_at = at`` on ``key`` iff ``replica_id`` holds it; ``True`` iff it did.
+        A long-held claim (a range backfill's lock) stays fresh this way."""
+
+    @abc.abstractmethod
+    async def release_claim(
+        self, key: str, *, replica_id: str | None = None, claimed_at: datetime | None = None
+    ) -> bool:
+        """Delete ``key`` iff it is still as the caller saw it (held by ``replica_id``, claimed
+        at ``claimed_at``, whichever are given); ``True`` iff it was deleted. Releasing a lock,
+        or taking over a stale one exactly once."""
+
     # -- runs: writes -----------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -230,6 +247,27 @@ class Store(abc.ABC):
         """Runs of ``name`` (every schedule when ``None``), newest ``scheduled_at`` first (ties
         by id, newest first), at most ``limit``, only ``scheduled_at < before`` when given —
         pass the last row's ``scheduled_at`` to page."""
+
+    @abc.abstractmethod
+    async def run_for_slot(
+        self, name: str, scheduled_at: datetime, trigger: Trigger
+    ) -> RunRecord | None:
+        """The first run recorded for one slot: ``name``'s row with exactly this
+        ``scheduled_at`` and ``trigger`` (any status), or ``None`` if there is none yet.
+
+        "First" is the smallest ``id`` (ids sort by creation time). A claimed slot normally
+        holds one such row; an external slot the missed policy ran holds two (``missed``, then
+        the run), and the run — inserted first — is the one returned. Committed rows only: the
+        winner of a claim may not have inserted its row yet, so a caller that lost the claim
+        polls this briefly. A plain read, no lock taken.
+        """
+
+    @abc.abstractmethod
+    async def succeeded_slots(
+        self, name: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        """The ``scheduled_at`` of ``name``'s ``succeeded`` runs in ``(after, until]``, any
+        trigger — what an operator is about to run again with a range backfill."""
 
     @abc.abstractmethod
     async def last_run(self, name: str) -> RunRecord | None:

@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequ
 from datetime import datetime
 from typing import Any, TypeVar
 
+import anyio
 from sqlalchemy import event, exc, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from ..enums import RunStatus
+from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..models import claims_table, runs_table, voltro_metadata
 from . import statements as q
@@ -193,6 +194,16 @@ class SQLStore(Store):
     async def _attempt(
         self, op: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool = True
     ) -> T:
+        # Shielded: a statement cancelled halfway (shutdown, a watchdog, a timed-out request)
+        # makes the driver tear its connection down in a stray task that can outlive the event
+        # loop. Every statement here is short and bounded by the connect/command timeouts, so
+        # the caller's cancellation simply lands once it is done.
+        with anyio.CancelScope(shield=True):
+            return await self._attempt_unshielded(op, work, write=write)
+
+    async def _attempt_unshielded(
+        self, op: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool
+    ) -> T:
         for attempt in range(_RETRY_ATTEMPTS):
             try:
                 async with self._connection(op, write=write) as conn:
@@ -254,6 +265,31 @@ class SQLStore(Store):
 
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
         return await self._bounded_delete("prune_claims", claims_table.name, older_than, limit)
+
+    async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
+        async def work(conn: AsyncConnection) -> tuple[str, datetime] | None:
+            row = (await conn.execute(q.claim_by_key(key))).first()
+            return None if row is None else (row.replica_id, row.claimed_at)
+
+        return await self._attempt("claim_holder", work, write=False)
+
+    async def touch_claim(self, key: str, replica_id: str, at: datetime) -> bool:
+        stmt = q.claim_touch(key, replica_id, _aware(at, "at"))
+
+        async def work(conn: AsyncConnection) -> bool:
+            return bool((await conn.execute(stmt)).rowcount == 1)
+
+        return await self._attempt("touch_claim", work)
+
+    async def release_claim(
+        self, key: str, *, replica_id: str | None = None, claimed_at: datetime | None = None
+    ) -> bool:
+        stmt = q.claim_release(key, replica_id, claimed_at)
+
+        async def work(conn: AsyncConnection) -> bool:
+            return bool((await conn.execute(stmt)).rowcount == 1)
+
+        return await self._attempt("release_claim", work)
 
     async def _bounded_delete(self, op: str, table: str, older_than: datetime, limit: int) -> int:
         _aware(older_than, "older_than")
@@ -356,6 +392,23 @@ class SQLStore(Store):
         if before is not None:
             _aware(before, "before")
         return await self._read_runs("list_runs", q.list_runs(name, limit, before))
+
+    async def run_for_slot(
+        self, name: str, scheduled_at: datetime, trigger: Trigger
+    ) -> RunRecord | None:
+        _aware(scheduled_at, "scheduled_at")
+        rows = await self._read_runs("run_for_slot", q.run_for_slot(name, scheduled_at, trigger))
+        return rows[0] if rows else None
+
+    async def succeeded_slots(
+        self, name: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        stmt = q.succeeded_slots(name, _aware(after, "after"), _aware(until, "until"))
+
+        async def work(conn: AsyncConnection) -> set[datetime]:
+            return {row.scheduled_at for row in await conn.execute(stmt)}
+
+        return await self._attempt("succeeded_slots", work, write=False)
 
     async def last_run(self, name: str) -> RunRecord | None:
         return (await self.last_runs([name])).get(name)

@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy import update as sa_update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..enums import RunStatus
+from ..enums import RunStatus, Trigger
 from ..models import UTCDateTime, claims_table, runs_table
 from .base import CLOCK_TRIGGERS, LIVE_STATUSES, TERMINAL_STATUSES
 
@@ -111,6 +111,30 @@ def claims_won_by(keys: Collection[str], replica_id: str, claimed_at: datetime) 
     return select(c.key).where(
         c.key.in_(list(keys)), c.replica_id == replica_id, c.claimed_at == claimed_at
     )
+
+
+def claim_by_key(key: str) -> Select[Any]:
+    c = claims_table.c
+    return select(c.replica_id, c.claimed_at).where(c.key == key)
+
+
+def claim_touch(key: str, replica_id: str, at: datetime) -> Update:
+    c = claims_table.c
+    return (
+        sa_update(claims_table)
+        .where(c.key == key, c.replica_id == replica_id)
+        .values(claimed_at=at)
+    )
+
+
+def claim_release(key: str, replica_id: str | None, claimed_at: datetime | None) -> Delete:
+    c = claims_table.c
+    stmt = delete(claims_table).where(c.key == key)
+    if replica_id is not None:
+        stmt = stmt.where(c.replica_id == replica_id)
+    if claimed_at is not None:
+        stmt = stmt.where(c.claimed_at == claimed_at)
+    return stmt
 
 
 def bounded_delete(table_name: str, older_than: datetime, limit: int) -> Delete:
@@ -234,6 +258,27 @@ def runs_in_status(name: str, statuses: Collection[RunStatus]) -> Select[Any]:
         select_runs()
         .where(c.name == name, c.status.in_([s.value for s in statuses]))
         .order_by(c.scheduled_at, c.id)
+    )
+
+
+def run_for_slot(name: str, scheduled_at: datetime, trigger: Trigger) -> Select[Any]:
+    """The oldest row of one slot (served by ``ix_voltro_runs_name_scheduled``)."""
+    c = runs_table.c
+    return (
+        select_runs()
+        .where(c.name == name, c.scheduled_at == scheduled_at, c.trigger == trigger.value)
+        .order_by(c.id)
+        .limit(1)
+    )
+
+
+def succeeded_slots(name: str, after: datetime, until: datetime) -> Select[Any]:
+    c = runs_table.c
+    return select(c.scheduled_at).where(
+        c.name == name,
+        c.status == RunStatus.SUCCEEDED.value,
+        c.scheduled_at > after,
+        c.scheduled_at <= until,
     )
 
 
