@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
@@ -28,7 +28,6 @@ from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
     BackfillRefusedError,
-    BackfillRequestError,
     ScheduleNotFoundError,
     VoltroError,
 )
@@ -242,4 +241,3 @@ def _summary(summary: RangeSummary) -> dict[str, Any]:
 
 
 __all__ = ["BackfillRequest", "InspectRunView", "router"]
-_ = (datetime, BackfillRequestError)
