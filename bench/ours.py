@@ -1,0 +1,197 @@
+"""Worker: our engine, in the main venv, ledger on SQLite or Postgres.
+
+    python -m bench.ours steady '{"n": 1000, "seconds": 20, "url": "sqlite+aiosqlite:///…"}'
+
+The handler records its own start (``time.time()``) against ``ctx.scheduled_at``, exactly as
+the APScheduler workers do, so lag means "handler started − slot" in every column. After the
+window the ledger is read back for the status breakdown (and, in smoke mode, exactly-once).
+Boot logs one INFO line per schedule to stderr, as in production; the harness keeps stderr in
+a log file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from bench.common import (
+    GRACE_SECONDS,
+    Firings,
+    ceil_second,
+    cpu_seconds,
+    current_rss_mb,
+    emit,
+    herd_figures,
+    idle_window,
+    measure_idle,
+    next_minute_slot,
+    params_from_argv,
+    sleep_until,
+    steady_figures,
+)
+
+T_IMPORT0 = time.time()
+from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
+
+from fastapi_voltro_schedules import (  # noqa: E402
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+)
+from fastapi_voltro_schedules.models import runs_table  # noqa: E402
+
+FIRINGS = Firings()
+
+
+async def handler(ctx: ScheduleContext) -> None:
+    FIRINGS.record(ctx.name, ctx.scheduled_at.timestamp())
+
+
+def build(n: int, cron: str, url: str) -> Scheduling:
+    schedules = [
+        define_schedule(name=f"s{i}", cron=cron, timezone="UTC", handler=handler) for i in range(n)
+    ]
+    config = SchedulingConfig(database_url=url, run_retention_ms=None, shutdown_grace_ms=2000)
+    return Scheduling(schedules, config=config)
+
+
+async def ledger(url: str, first: float, last: float) -> dict[str, Any]:
+    """Rows per status for slots in ``first..last``, and slots holding more than one run."""
+    engine = create_async_engine(url)
+    lo = datetime.fromtimestamp(first, UTC)
+    hi = datetime.fromtimestamp(last, UTC)
+    window = runs_table.c.scheduled_at.between(lo, hi)
+    try:
+        async with engine.connect() as conn:
+            by_status = dict(
+                (
+                    await conn.execute(
+                        select(runs_table.c.status, func.count())
+                        .where(window)
+                        .group_by(runs_table.c.status)
+                    )
+                ).all()
+            )
+            ran = runs_table.c.status.in_(["succeeded", "running", "failed"])
+            doubled = (
+                select(runs_table.c.name)
+                .where(window, ran)
+                .group_by(runs_table.c.name, runs_table.c.scheduled_at)
+                .having(func.count() > 1)
+                .subquery()
+            )
+            duplicates = (await conn.execute(select(func.count()).select_from(doubled))).scalar()
+    finally:
+        await engine.dispose()
+    return {
+        "ledger": {str(k): int(v) for k, v in by_status.items()},
+        "ledger_duplicates": int(duplicates or 0),
+    }
+
+
+async def finish(result: dict[str, Any], graceful: bool) -> None:
+    if graceful:
+        return  # the caller leaves the `async with` and shuts the scheduler down
+    emit(result)
+    # A backlog of thousands of runs would be cancelled one shielded UPDATE at a time; the
+    # figures are taken, so leave without the drain.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+async def steady(p: dict[str, Any]) -> dict[str, Any]:
+    n, seconds, url = p["n"], p["seconds"], p["url"]
+    scheduling = build(n, "* * * * * *", url)
+    async with scheduling.run():
+        armed = time.time()
+        cpu0 = cpu_seconds()
+        first = ceil_second(armed)
+        last = first + seconds - 1
+        await sleep_until(last + GRACE_SECONDS)
+        cpu = cpu_seconds() - cpu0
+        result = steady_figures(FIRINGS, n, first, last, cpu, len(FIRINGS.starts))
+        result |= {"boot_s": armed - p["launch"]}
+        result |= await ledger(url, first, last)
+        await finish(result, p.get("graceful", False))
+    # graceful: the ledger after shutdown is final — every slot ended one way or another
+    return result | await ledger(url, first, last)
+
+
+async def herd(p: dict[str, Any]) -> dict[str, Any]:
+    n, at, url = p["n"], p["at"], p["url"]
+    instant = datetime.fromtimestamp(at, UTC)
+    cron = f"{instant.second} {instant.minute} {instant.hour} * * *"
+    scheduling = build(n, cron, url)
+    async with scheduling.run():
+        armed = time.time()
+        await wait_herd(at, n, p.get("deadline_s", 60.0), p.get("quiet_s", 3.0))
+        result = herd_figures(FIRINGS, n, at) | {"armed_before_s": at - armed}
+        result |= await ledger(url, at, at)
+        await finish(result, p.get("graceful", False))
+    return result | await ledger(url, at, at)
+
+
+async def wait_herd(at: float, n: int, deadline_s: float, quiet_s: float) -> None:
+    """Until every schedule started here, or nothing new started for ``quiet_s`` (other
+    replicas may hold the rest), or the deadline."""
+    await sleep_until(at + 0.5)
+    seen, quiet_since = -1, time.time()
+    while time.time() < at + deadline_s and len(FIRINGS.starts) < n:
+        if len(FIRINGS.starts) != seen:
+            seen, quiet_since = len(FIRINGS.starts), time.time()
+        elif time.time() - quiet_since > quiet_s:
+            break
+        await asyncio.sleep(0.2)
+
+
+async def idle(p: dict[str, Any]) -> dict[str, Any]:
+    n, seconds, url = p["n"], p["seconds"], p["url"]
+    second = int(time.time() + p.get("boot_guess_s", 3.0) + seconds + 3) % 60
+    scheduling = build(n, f"{second} * * * * *", url)
+    async with scheduling.run():
+        armed = time.time()
+        start, end = idle_window(armed, next_minute_slot(second, armed), seconds)
+        result = await measure_idle(start, end)
+        result |= {"fired_in_window": len(FIRINGS.starts)}
+        await finish(result, p.get("graceful", False))
+    return result
+
+
+async def boot(p: dict[str, Any]) -> dict[str, Any]:
+    schedules_start = time.time()
+    scheduling = build(p["n"], "0 0 * * * *", p["url"])
+    t_defined = time.time()
+    async with scheduling.run():
+        armed = time.time()
+        result = {
+            "boot_s": armed - p["launch"],
+            "interpreter_and_imports_s": schedules_start - p["launch"],
+            "imports_s": schedules_start - T_IMPORT0,
+            "define_s": t_defined - schedules_start,
+            "arm_s": armed - t_defined,
+            "rss_mb": current_rss_mb(),
+        }
+        # Always leave hard: boot measures arming only, and a stop within the first moments
+        # (the first retention sweep still on its connection) once hung asyncio.run's exit on
+        # a pending aiosqlite graceful close — reported, not worked around in the package.
+        await finish(result, graceful=False)
+    return result
+
+
+WORKLOADS = {"steady": steady, "herd": herd, "idle": idle, "boot": boot}
+
+
+def main() -> None:
+    workload, params = params_from_argv()
+    result = asyncio.run(WORKLOADS[workload](params))
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The bench's workloads for our engine at tiny N, through the same harness and worker code
+as ``python -m bench``: every expected slot runs exactly once. Speed is not asserted, and the
+APScheduler peers (their own venvs) are left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import harness
+
+pytestmark = pytest.mark.slow
+
+N = 5
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> harness.Config:
+    return harness.Config(
+        quick=True, runs=1, peers=False, graceful=True, logs=tmp_path, progress=lambda _: None
+    )
+
+
+def only_run(section: harness.Section) -> dict[str, object]:
+    assert list(section.runs) == ["ours-sqlite"]
+    (result,) = section.runs["ours-sqlite"]
+    assert "error" not in result, result
+    return result
+
+
+def test_steady_runs_every_slot_once(cfg: harness.Config) -> None:
+    (section,) = harness.run_steady(cfg, sizes=[N], seconds=3.0)
+    result = only_run(section)
+    assert result["expected"] == N * 3
+    assert result["achieved"] == result["expected"]
+    assert result["duplicates"] == 0
+    # the ledger, read after a graceful shutdown: one succeeded row per slot, nothing else
+    assert result["ledger"] == {"succeeded": N * 3}
+    assert result["ledger_duplicates"] == 0
+
+
+def test_herd_runs_every_schedule_once(cfg: harness.Config) -> None:
+    result = only_run(harness.run_herd(cfg, n=N, lead=3.0))
+    assert result["armed_before_s"] > 0
+    assert result["missed"] == 0
+    assert result["duplicates"] == 0
+    assert result["ledger"] == {"succeeded": N}
+    assert result["ledger_duplicates"] == 0
+    assert result["lag_p99_ms"] is not None
+
+
+def test_idle_fires_nothing_between_firings(cfg: harness.Config) -> None:
+    result = only_run(harness.run_idle(cfg, n=N, seconds=2.0))
+    assert result["fired_in_window"] == 0
+    assert result["window_s"] > 1.0
+    assert result["cpu_pct"] >= 0
+
+
+def test_boot_arms(cfg: harness.Config) -> None:
+    result = only_run(harness.run_boot(cfg, n=N))
+    assert 0 < result["boot_s"] < 30
+
+
+def test_table_renders(cfg: harness.Config) -> None:
+    (section,) = harness.run_steady(cfg, sizes=[1], seconds=1.0)
+    table = harness.render([section, *harness.NOT_YET_BUILT], cfg.systems(), {"cpus": "2"})
+    assert "ours, SQLite ledger" in table
+    assert "not yet built" in table
