@@ -140,6 +140,7 @@ class Engine:
         self._armed: dict[str, _Armed] = {}
         self._seq = itertools.count()
         self._in_flight = _InFlight()
+        self._finishing: set[str] = set()
         self._runs: TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
@@ -376,11 +377,21 @@ class Engine:
         return await self._execute(schedule, admission.run)
 
     async def _execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._finishing.add(run.id)
+                self._in_flight.remove(run)
+                self._release_queue(schedule, run.trigger)
+
         try:
-            return await self.runner.execute(schedule, run)
+            return await self.runner.execute(schedule, run, release)
         finally:
-            self._in_flight.remove(run)
-            self._release_queue(schedule, run.trigger)
+            release()
+            self._finishing.discard(run.id)
 
     def _release_queue(self, schedule: Schedule, trigger: Trigger) -> None:
         if trigger is not Trigger.MANUAL and schedule.on_overlap is OverlapPolicy.QUEUE:
@@ -443,6 +454,8 @@ class Engine:
             return None
         live: RunRecord | None = None
         for row in rows:
+            if row.id in self._finishing:
+                continue  # our own, handler over, its terminal write still on the way
             if is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms):
                 live = live or row
                 continue

@@ -8,9 +8,8 @@ conditional update so a replica that already marked it ``abandoned`` is not over
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -27,7 +26,8 @@ if TYPE_CHECKING:
     from .clock import Clock
     from .definition import Schedule
     from .ledger import Ledger
-    from .store import RunRecord, Store
+    from .store import RunRecord
+    from .watchdog import Watchdog
 
 ERROR_MESSAGE_LIMIT = 2000
 
@@ -36,11 +36,9 @@ ERROR_MESSAGE_LIMIT = 2000
 class Runner:
     """Executes firings for one scheduler (one process)."""
 
-    store: Store
     ledger: Ledger
+    watchdog: Watchdog
     clock: Clock
-    replica_id: str
-    heartbeat_ms: int
     app: FastAPI | None = None
     workflows: WorkflowStarter | None = None
 
@@ -57,35 +55,38 @@ class Runner:
             workflows=self.workflows,
         )
 
-    async def execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
-        """Run the handler of ``run`` and record how it ended; returns the recorded status."""
+    async def execute(
+        self,
+        schedule: Schedule,
+        run: RunRecord,
+        handler_done: Callable[[], None] | None = None,
+    ) -> RunStatus:
+        """Run the handler of ``run`` and record how it ended; returns the recorded status.
+
+        ``handler_done`` is called as soon as the handler is over, before the terminal write
+        reaches the database: the overlap rule looks at handlers, not at pending writes.
+        """
         ctx = self.context(schedule, run)
-        timed_out = False
         error: BaseException | None = None
         try:
-            with anyio.CancelScope() as run_scope:
-
-                async def watchdog() -> None:
-                    nonlocal timed_out
-                    await _sleep_until(self.clock, ctx.deadline)
-                    timed_out = True
-                    run_scope.cancel()
-
-                async with anyio.create_task_group() as helpers:
-                    helpers.start_soon(watchdog)
-                    helpers.start_soon(self._beat, run.id)
-                    try:
-                        await self._invoke(schedule, ctx)
-                    except Exception as exc:
-                        error = exc
-                    finally:
-                        helpers.cancel_scope.cancel()
+            with anyio.CancelScope() as scope:
+                watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, scope)
+                try:
+                    await self._invoke(schedule, ctx)
+                except Exception as exc:
+                    error = exc
+                finally:
+                    self.watchdog.unwatch(watched)
         except anyio.get_cancelled_exc_class():
             # Shutdown cancelled us past the grace period: say so in the ledger, then go.
+            if handler_done is not None:
+                handler_done()
             with anyio.CancelScope(shield=True):
                 await self.finish(run, RunStatus.FAILED, "shutdown", "the app shut down mid-run")
             raise
-        if timed_out:
+        if handler_done is not None:
+            handler_done()
+        if watched.timed_out:
             status, tag = RunStatus.FAILED, "timeout"
             message = (
                 f"exceeded max_runtime_ms={schedule.max_runtime_ms}"
@@ -126,15 +127,6 @@ class Runner:
                 exc,
             )
 
-    async def _beat(self, run_id: str) -> None:
-        interval = self.heartbeat_ms / 1000
-        while True:
-            await self.clock.sleep(interval)
-            try:
-                await self.store.heartbeat([run_id], self.clock.now(), self.replica_id)
-            except StoreUnavailableError as exc:
-                logger.warning("schedule: heartbeat failed  runId=%s: %s", run_id, exc)
-
     async def _invoke(self, schedule: Schedule, ctx: ScheduleContext) -> None:
         if schedule.workflow is not None:
             if self.workflows is None:
@@ -163,12 +155,3 @@ def _is_async(schedule: Schedule) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
     )
-
-
-async def _sleep_until(clock: Clock, instant: Any) -> None:
-    # Chunked and re-checked: the clock may step, and a long deadline must not fire early.
-    while True:
-        remaining = (instant - clock.now()) / timedelta(seconds=1)
-        if remaining <= 0:
-            return
-        await clock.sleep(min(remaining, 60.0))

@@ -34,6 +34,7 @@ from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .runner import Runner
+from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -123,8 +124,9 @@ class Scheduling:
     ) -> AsyncIterator[Scheduling]:
         """Boot the scheduler for the duration of the block. Entering twice is a no-op.
 
-        ``arm=False`` boots the ledger and the engine without any timer or watcher: what the
-        CLI uses to run a range backfill against the app's database from another process.
+        ``arm=False`` boots the ledger and the engine without any timer or watcher (runs still
+        get their watchdog and heartbeat): what the CLI uses to run a range backfill against the
+        app's database from another process.
         """
         if self._running:
             yield self
@@ -132,18 +134,18 @@ class Scheduling:
         self._running = True
         try:
             store = await self._boot(app)
-            self.engine = self._build_engine(store)
-            if not arm:
-                yield self
-                return
+            self.engine = engine = self._build_engine(store)
             async with anyio.create_task_group() as tg:
-                await tg.start(self.engine.supervise)
-                tg.start_soon(watch_external_missed, self)
+                tg.start_soon(engine.runner.watchdog.run)
+                if arm:
+                    await tg.start(engine.supervise)
+                    tg.start_soon(watch_external_missed, self)
                 try:
                     yield self
                 finally:
-                    await self.engine.stop()
-                    tg.cancel_scope.cancel()  # the external missed watcher loops until told
+                    if arm:
+                        await engine.stop()
+                    tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
         finally:
             await self._shutdown()
             self._running = False
@@ -201,11 +203,11 @@ class Scheduling:
     def _build_engine(self, store: Store) -> Engine:
         config = self.config
         runner = Runner(
-            store=store,
             ledger=Ledger(store, self.clock, config.replica_id),
+            watchdog=Watchdog(
+                self.clock, store, config.replica_id, config.schedule_heartbeat_ms
+            ),
             clock=self.clock,
-            replica_id=config.replica_id,
-            heartbeat_ms=config.schedule_heartbeat_ms,
             app=self.app,
             workflows=self.workflows,
         )

@@ -320,9 +320,11 @@ class SQLStore(Store):
         for r in runs:
             _aware(r.scheduled_at, "scheduled_at")
 
+        stmt = q.insert_runs()
+
         async def work(conn: AsyncConnection) -> None:
             for start in range(0, len(rows), q.RUN_CHUNK):
-                await conn.execute(q.insert_runs(rows[start : start + q.RUN_CHUNK]))
+                await conn.execute(stmt, rows[start : start + q.RUN_CHUNK])
 
         await self._attempt("insert_runs", work)
 

@@ -165,9 +165,11 @@ def _stored(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-def insert_runs(rows: Sequence[Mapping[str, Any]]) -> Insert:
-    """A multi-row ``INSERT`` of run rows (one round trip)."""
-    return insert(runs_table).values(_values(rows))
+def insert_runs() -> Insert:
+    """The run-row ``INSERT``, executed with a list of rows (``executemany``): one statement
+    compiled once and cached, whatever the batch size — a multi-``VALUES`` insert would be
+    recompiled for every new row count."""
+    return insert(runs_table)
 
 
 def finish_update() -> Update:
