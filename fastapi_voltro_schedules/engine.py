@@ -244,8 +244,11 @@ class Engine:
 
     # -- the timer ------------------------------------------------------------------------
 
-    def arm(self, schedule: Schedule, last_planned: datetime) -> None:
-        due_at = schedule.next_occurrence(last_planned)
+    def arm(
+        self, schedule: Schedule, last_planned: datetime, due_at: datetime | None = None
+    ) -> None:
+        if due_at is None:
+            due_at = schedule.next_occurrence(last_planned)
         self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
         heapq.heappush(self._heap, (due_at, next(self._seq), schedule.name))
 
@@ -266,6 +269,8 @@ class Engine:
         # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
         # one cron computation per distinct expression, not one per schedule.
         walks: dict[tuple[int, datetime], tuple[list[datetime], bool]] = {}
+        nexts: dict[tuple[int, datetime], datetime] = {}
+        herd: list[tuple[Schedule, datetime]] = []
         while self._heap and self._heap[0][0] <= now:
             due_at, _, name = heapq.heappop(self._heap)
             armed = self._armed.get(name)
@@ -282,11 +287,20 @@ class Engine:
                     name,
                     len(slots),
                 )
-            if slots:
-                self._start(self._fire_slots, schedule, slots)
-                self.arm(schedule, slots[-1])
-            else:  # the clock stepped back while we slept: re-arm, fire nothing twice
+            if not slots:
+                # The clock stepped back while we slept: re-arm, fire nothing twice.
                 heapq.heappush(self._heap, (armed.due_at, next(self._seq), name))
+                continue
+            next_key = (id(schedule.spec), slots[-1])
+            if next_key not in nexts:
+                nexts[next_key] = schedule.next_occurrence(slots[-1])
+            self.arm(schedule, slots[-1], nexts[next_key])
+            if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
+                herd.append((schedule, slots[0]))
+            else:
+                self._start(self._fire_slots, schedule, slots)
+        if herd:
+            self._start(self._fire_batch, herd)
 
     def _start(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
         if self._runs is not None:
@@ -428,30 +442,62 @@ class Engine:
         trigger: Trigger,
         outcome: CoordinationOutcome,
     ) -> RunRecord | None:
+        """The overlap rule for one firing: the ``skipped`` row when a run is live."""
         now = self.clock.now()
-        holder: RunRecord | None = next(iter(self._in_flight.runs[schedule.name].values()), None)
-        scope = "process"
+        holder = self._held_here(schedule)
         if holder is None and self.coordination is not Coordination.SINGLE:
-            scope = "cluster"
-            holder = await self._live_elsewhere(schedule, now)
+            try:
+                rows = await self.store.live_runs(schedule.name)
+            except StoreUnavailableError as exc:
+                logger.warning("schedule: overlap check failed  name=%s: %s", schedule.name, exc)
+                rows = []
+            holder = await self._live_among(schedule, rows, now)
         if holder is None:
             return None
+        skipped = self._skipped_row(schedule, scheduled_at, trigger, outcome, holder, now)
+        try:
+            await self.runner.ledger.insert(skipped)
+        except StoreUnavailableError as exc:
+            logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
+        return skipped
+
+    def _held_here(self, schedule: Schedule) -> RunRecord | None:
+        return next(iter(self._in_flight.runs[schedule.name].values()), None)
+
+    def _skipped_row(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        holder: RunRecord,
+        now: datetime,
+    ) -> RunRecord:
         seen = last_seen(holder.fired_at, holder.heartbeat_at) or now
         logger.info(
             "schedule: overlap skip  name=%s scope=%s heldBy=%s lastSeenMs=%d",
             schedule.name,
-            scope,
+            "process" if holder.replica_id == self.replica_id else "cluster",
             holder.replica_id,
             int((now - seen).total_seconds() * 1000),
         )
-        return await self._record(schedule, scheduled_at, trigger, outcome, RunStatus.SKIPPED)
+        return RunRecord(
+            id=new_run_id(),
+            name=schedule.name,
+            scheduled_at=scheduled_at,
+            status=RunStatus.SKIPPED,
+            trigger=trigger,
+            coordination_outcome=outcome,
+            fired_at=now,
+            finished_at=now,
+            replica_id=self.replica_id,
+        )
 
-    async def _live_elsewhere(self, schedule: Schedule, now: datetime) -> RunRecord | None:
-        try:
-            rows = await self.store.live_runs(schedule.name)
-        except StoreUnavailableError as exc:
-            logger.warning("schedule: overlap check failed  name=%s: %s", schedule.name, exc)
-            return None
+    async def _live_among(
+        self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime
+    ) -> RunRecord | None:
+        """The live run among ``schedule``'s ``running`` rows on other replicas, if any;
+        corpses found on the way are marked ``failed/abandoned``."""
         live: RunRecord | None = None
         for row in rows:
             if row.id in self._finishing:
@@ -460,15 +506,19 @@ class Engine:
                 live = live or row
                 continue
             # A corpse: its replica stopped beating. One conditional write marks it, once.
-            if await self.store.update_run(
-                row.id,
-                expect_status=RunStatus.RUNNING,
-                status=RunStatus.FAILED,
-                finished_at=now,
-                error_tag="abandoned",
-                error_message=f"replica {row.replica_id} stopped reporting (no heartbeat for "
-                f"{self.heartbeat_ms * 3} ms)",
-            ):
+            try:
+                marked = await self.store.update_run(
+                    row.id,
+                    expect_status=RunStatus.RUNNING,
+                    status=RunStatus.FAILED,
+                    finished_at=now,
+                    error_tag="abandoned",
+                    error_message=f"replica {row.replica_id} stopped reporting (no heartbeat "
+                    f"for {self.heartbeat_ms * 3} ms)",
+                )
+            except StoreUnavailableError:
+                marked = False
+            if marked:
                 logger.warning(
                     "schedule: marked a silent run abandoned  name=%s runId=%s heldBy=%s",
                     schedule.name,
@@ -476,6 +526,73 @@ class Engine:
                     row.replica_id,
                 )
         return live
+
+    async def _fire_batch(self, items: list[tuple[Schedule, datetime]]) -> None:
+        """The herd: many schedules due at one instant, admitted together — one claim
+        statement, one overlap read, one insert — then each run starts on its own."""
+        now = self.clock.now()
+        outcome = CoordinationOutcome.SINGLE
+        if self.coordination is not Coordination.SINGLE:
+            outcome = CoordinationOutcome.WON_LOCK
+            keys = [claim_key(schedule.name, slot) for schedule, slot in items]
+            try:
+                won = await self.store.claim_many(keys, self.replica_id, now)
+            except StoreUnavailableError as exc:
+                logger.warning(
+                    "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
+                    len(items),
+                    items[0][0].name,
+                    iso_z(items[0][1]),
+                    exc,
+                )
+                return
+            items = [item for item, key in zip(items, keys, strict=True) if key in won]
+        elsewhere: dict[str, list[RunRecord]] = defaultdict(list)
+        ask = [
+            s.name
+            for s, _ in items
+            if s.on_overlap is OverlapPolicy.SKIP and self._held_here(s) is None
+        ]
+        if ask and self.coordination is not Coordination.SINGLE:
+            try:
+                for row in await self.store.live_runs(ask):
+                    elsewhere[row.name].append(row)
+            except StoreUnavailableError as exc:
+                logger.warning("schedule: overlap check failed  schedules=%d: %s", len(ask), exc)
+        rows: list[RunRecord] = []
+        starts: list[tuple[Schedule, RunRecord]] = []
+        for schedule, slot in items:
+            if schedule.on_overlap is OverlapPolicy.SKIP:
+                holder = self._held_here(schedule)
+                if holder is None and elsewhere.get(schedule.name):
+                    holder = await self._live_among(schedule, elsewhere[schedule.name], now)
+                if holder is not None:
+                    rows.append(
+                        self._skipped_row(schedule, slot, Trigger.SELF, outcome, holder, now)
+                    )
+                    continue
+            run = RunRecord(
+                id=new_run_id(),
+                name=schedule.name,
+                scheduled_at=slot,
+                status=RunStatus.RUNNING,
+                trigger=Trigger.SELF,
+                coordination_outcome=outcome,
+                fired_at=now,
+                replica_id=self.replica_id,
+            )
+            rows.append(run)
+            starts.append((schedule, run))
+        try:
+            await self.store.insert_runs(rows)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record %d firings — not running them: %s", len(rows), exc
+            )
+            return
+        for schedule, run in starts:
+            self._in_flight.add(run)
+            self._start(self._execute, schedule, run)
 
     async def record_missed(
         self, schedule: Schedule, slots: list[datetime], trigger: Trigger
@@ -523,34 +640,6 @@ class Engine:
                 iso_z(slots[0]),
                 iso_z(slots[-1]),
             )
-
-    async def _record(
-        self,
-        schedule: Schedule,
-        scheduled_at: datetime,
-        trigger: Trigger,
-        outcome: CoordinationOutcome,
-        status: RunStatus,
-    ) -> RunRecord:
-        now = self.clock.now()
-        row = RunRecord(
-            id=new_run_id(),
-            name=schedule.name,
-            scheduled_at=scheduled_at,
-            status=status,
-            trigger=trigger,
-            coordination_outcome=outcome,
-            fired_at=now,
-            finished_at=now,
-            replica_id=self.replica_id,
-        )
-        try:
-            await self.runner.ledger.insert(row)
-        except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: could not record %s  name=%s: %s", status.value, schedule.name, exc
-            )
-        return row
 
     # -- housekeeping ---------------------------------------------------------------------
 

@@ -291,9 +291,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def live_runs(
-        self, name: str, statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
+        self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:
-        """Rows of ``name`` in ``statuses`` on any replica, oldest ``scheduled_at`` first.
+        """Rows of ``name`` (or of several schedules, in one query — the herd's overlap check)
+        in ``statuses`` on any replica, oldest ``scheduled_at`` first.
 
         Liveness (the heartbeat window) is the caller's judgement, not the store's."""
 

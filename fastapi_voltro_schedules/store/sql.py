@@ -423,12 +423,17 @@ class SQLStore(Store):
         return {r.name: r for r in rows}
 
     async def live_runs(
-        self, name: str, statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
+        self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:
-        return await self._read_runs("live_runs", q.runs_in_status(name, statuses))
+        names = [name] if isinstance(name, str) else list(name)
+        found: list[RunRecord] = []
+        for start in range(0, len(names), q.NAME_CHUNK):
+            chunk = names[start : start + q.NAME_CHUNK]
+            found += await self._read_runs("live_runs", q.runs_in_status(chunk, statuses))
+        return found
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
-        return await self._read_runs("queued_runs", q.runs_in_status(name, [RunStatus.QUEUED]))
+        return await self._read_runs("queued_runs", q.runs_in_status([name], [RunStatus.QUEUED]))
 
     # -- lifecycle --------------------------------------------------------------------------
 

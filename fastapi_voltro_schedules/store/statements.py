@@ -50,6 +50,8 @@ CLAIM_CHUNK = 1000
 """Keys per claim statement (3 parameters each: far below every driver's parameter cap)."""
 RUN_CHUNK = 500
 """Rows per run insert (12 parameters each)."""
+NAME_CHUNK = 2000
+"""Schedule names per ``IN (…)`` list: well under every driver's bind-parameter limit."""
 DELETE_BATCH = 1000
 """Rows per bounded-delete statement: short transactions that never hold the table for long."""
 
@@ -254,11 +256,11 @@ def list_runs(name: str | None, limit: int, before: datetime | None) -> Select[A
     return stmt
 
 
-def runs_in_status(name: str, statuses: Collection[RunStatus]) -> Select[Any]:
+def runs_in_status(names: Collection[str], statuses: Collection[RunStatus]) -> Select[Any]:
     c = runs_table.c
     return (
         select_runs()
-        .where(c.name == name, c.status.in_([s.value for s in statuses]))
+        .where(c.name.in_(list(names)), c.status.in_([s.value for s in statuses]))
         .order_by(c.scheduled_at, c.id)
     )
 
