@@ -135,6 +135,7 @@ class Scheduling:
         try:
             store = await self._boot(app)
             self.engine = engine = self._build_engine(store)
+            failure: Exception | None = None
             async with anyio.create_task_group() as tg:
                 tg.start_soon(engine.runner.watchdog.run)
                 if arm:
@@ -142,10 +143,16 @@ class Scheduling:
                     tg.start_soon(watch_external_missed, self)
                 try:
                     yield self
+                except Exception as exc:
+                    # The caller's own error leaves as itself, not wrapped in the task group's
+                    # ExceptionGroup.
+                    failure = exc
                 finally:
                     if arm:
                         await engine.stop()
                     tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
+            if failure is not None:
+                raise failure
         finally:
             await self._shutdown()
             self._running = False

@@ -78,3 +78,11 @@ async def test_inherited_external_six_field_rejected_at_boot(tmp_path: Path) -> 
             pass
     msg = str(info.value)
     assert '"tick"' in msg and "*/5 * * * * *" in msg and 'trigger="self"' in msg
+
+
+async def test_an_error_inside_the_block_leaves_as_itself(tmp_path: Path) -> None:
+    config = SchedulingConfig(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db")
+    for arm in (True, False):
+        with pytest.raises(KeyError, match="mine"):
+            async with Scheduling(schedules(), config=config).run(arm=arm):  # type: ignore[arg-type]
+                raise KeyError("mine")

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from .inspect import router as _inspect_router
 from .router import schedules_router
+from .trigger import router as _trigger_router
+
+# The feature routers are included once, at import: an app that includes schedules_router
+# gets every route, whatever order it imported things in.
+schedules_router.include_router(_trigger_router)
+schedules_router.include_router(_inspect_router)
 
 __all__ = ["schedules_router"]

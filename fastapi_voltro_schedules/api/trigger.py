@@ -1,0 +1,291 @@
+"""The external trigger: ``POST /_voltro/schedules/{name}/trigger`` and the run it started.
+
+Delivery from a platform scheduler is at-least-once; the firing is not. Each arrival is snapped
+onto the schedule's cadence (:func:`fastapi_voltro_schedules.external.snap`) and the occurrence
+is claimed in ``_voltro_schedule_claims`` whatever the coordination — on SQLite too — so every
+retry, redelivery or twin CronJob of one firing, on any replica, resolves to one run:
+
+* the first arrival: ``202 {"status": "accepted", "runId", "scheduledAt"}`` as soon as the run
+  row exists; the handler runs in the background and the caller polls
+  ``GET /_voltro/schedules/runs/{runId}`` until ``terminal``;
+* any later one: ``200 {"status": "duplicate", "runId", "scheduledAt"}`` with the *first* run's
+  id (also when the slot was recorded ``missed`` by the missed policy: that row's id);
+* the first arrival while a run of the schedule is still live under ``on_overlap="skip"``:
+  ``200 {"status": "skipped", "runId", "scheduledAt"}`` — the skipped row, terminal at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from ..clock import iso_z
+from ..engine import Verdict
+from ..enums import Trigger, TriggerMode
+from ..errors import (
+    FutureArrivalError,
+    InvalidArrivalTimeError,
+    NotExternallyTriggeredError,
+    OffCadenceError,
+    RunNotFoundError,
+    ScheduleNotFoundError,
+    SchedulerNotRunningError,
+    StoreUnavailableError,
+)
+from ..external import FUTURE_TOLERANCE, SnapVerdict, snap
+from ..logs import logger
+from ..store import RunRecord
+from .auth import TriggerAuth, scheduling_of
+from .errors import VoltroRoute, error_responses
+
+if TYPE_CHECKING:
+    from ..scheduling import Scheduling
+
+router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
+
+VOLTRO_SCHEDULED_AT = "X-Voltro-Scheduled-At"
+CLOUD_SCHEDULER_SCHEDULE_TIME = "X-CloudScheduler-ScheduleTime"
+
+DUPLICATE_WAIT_SECONDS = 5.0
+"""How long a duplicate waits for the first arrival's run row. The winner inserts its row
+right after its claim commits, so this only matters under a stalled database."""
+DUPLICATE_POLL_SECONDS = 0.05
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class TriggerAnswer(_Camel):
+    """What the trigger route answers."""
+
+    status: Literal["accepted", "duplicate", "skipped"] = Field(
+        description="accepted (202): this arrival started the run; duplicate (200): the "
+        "occurrence was already claimed — runId is the first run's; skipped (200): a run of "
+        "the schedule was still live (on_overlap='skip'), a skipped row was recorded."
+    )
+    run_id: str | None = Field(description="Poll GET /_voltro/schedules/runs/{runId}.")
+    scheduled_at: str = Field(description="The occurrence the arrival snapped to (ISO-8601 Z).")
+
+
+class RunView(_Camel):
+    """One run, as a platform scheduler polls it."""
+
+    run_id: str
+    name: str
+    status: str = Field(description="queued|running|succeeded|failed|skipped|missed")
+    terminal: bool = Field(description="true once the row will never change again")
+    scheduled_at: str
+    fired_at: str | None
+    finished_at: str | None
+    error_tag: str | None
+    error: str | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunView:
+        return cls(
+            run_id=run.id,
+            name=run.name,
+            status=run.status.value,
+            terminal=run.terminal,
+            scheduled_at=iso_z(run.scheduled_at),
+            fired_at=None if run.fired_at is None else iso_z(run.fired_at),
+            finished_at=None if run.finished_at is None else iso_z(run.finished_at),
+            error_tag=run.error_tag,
+            error=run.error_message,
+        )
+
+
+# -- the domain operation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """What one accepted arrival became."""
+
+    status: Literal["accepted", "duplicate", "skipped"]
+    scheduled_at: datetime
+    run: RunRecord | None
+
+
+def parse_stated(header: str, value: str) -> datetime:
+    """An ISO-8601 instant with an offset (``Z`` included), as sent by either header."""
+    try:
+        stated = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidArrivalTimeError(header, value) from None
+    if stated.tzinfo is None or stated.utcoffset() is None:
+        raise InvalidArrivalTimeError(header, value)
+    return stated
+
+
+async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = None) -> Arrival:
+    """Snap, claim and (when first) start one external arrival for schedule ``name``.
+
+    Raises the refusals (404 / 409 / 503 in the router's mapping); nothing is claimed then.
+    """
+    schedule = scheduling.get(name)
+    if schedule is None:
+        raise ScheduleNotFoundError(name)
+    if scheduling.trigger_of(schedule) is not TriggerMode.EXTERNAL:
+        raise NotExternallyTriggeredError(
+            f'schedule "{name}" is not externally triggered: its in-app timer keeps its time '
+            f'(trigger="self") — nothing was fired. Set trigger="external" on the schedule '
+            "(or VOLTRO_TRIGGER=external) to let a platform scheduler drive it",
+            name=name,
+            trigger=TriggerMode.SELF.value,
+        )
+    engine = scheduling.engine
+    if engine is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    now = scheduling.clock.now()
+    config = scheduling.config
+    plan = snap(schedule.spec, stated or now, now, config.external_trigger_skew_ms)
+    facts: dict[str, object] = {
+        "name": name,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "reference": iso_z(plan.reference),
+        "stated": stated is not None,
+        "skewBudgetMs": int(plan.budget.total_seconds() * 1000),
+    }
+    if plan.verdict is SnapVerdict.FUTURE:
+        raise FutureArrivalError(
+            f'schedule "{name}": the arrival states {iso_z(plan.reference)}, which is after '
+            f"the app's clock ({iso_z(now)}) by more than "
+            f"{int(FUTURE_TOLERANCE.total_seconds())} s — an occurrence is claimed only once "
+            "it is due, or the real firing would be swallowed as a duplicate",
+            now=iso_z(now),
+            **facts,
+        )
+    if plan.verdict is SnapVerdict.OFF_CADENCE or plan.scheduled_at is None:
+        newest = "none in the last 5 years" if plan.previous is None else iso_z(plan.previous)
+        raise OffCadenceError(
+            f'schedule "{name}" holds cron "{schedule.cron}" (tz={schedule.timezone}); the '
+            f"arrival at {iso_z(plan.reference)} is more than "
+            f"{facts['skewBudgetMs']} ms after its newest occurrence ({newest}) — the "
+            "caller's schedule does not match the app's: regenerate the manifest "
+            "(voltro schedule-manifest)",
+            previousOccurrence=None if plan.previous is None else iso_z(plan.previous),
+            **facts,
+        )
+    slot = plan.scheduled_at
+    admission = await engine.admit(schedule, slot, Trigger.EXTERNAL)
+    if admission.verdict is Verdict.RUN and admission.run is not None:
+        engine.start(schedule, admission.run)
+        return Arrival("accepted", slot, admission.run)
+    if admission.verdict is Verdict.SKIPPED:
+        return Arrival("skipped", slot, admission.run)
+    if admission.verdict is Verdict.LOST:
+        return Arrival("duplicate", slot, await first_run(scheduling, name, slot))
+    raise StoreUnavailableError(
+        f'schedule "{name}": the ledger could not be written — nothing was fired; retry'
+    )
+
+
+async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRecord | None:
+    """The run the first arrival recorded for ``slot`` — polled briefly, because the winner
+    (maybe on another replica) may not have inserted its row yet. Real time, not the
+    scheduler's clock: this waits on another transaction, not on the schedule."""
+    store = scheduling.store
+    if store is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    with anyio.move_on_after(DUPLICATE_WAIT_SECONDS):
+        while True:
+            run = await store.run_for_slot(name, slot, Trigger.EXTERNAL)
+            if run is not None:
+                return run
+            await anyio.sleep(DUPLICATE_POLL_SECONDS)
+    # Claimed but never recorded: the claimant died between its claim and its row (or the
+    # slot was claimed by something that records no run). Nothing will run for it.
+    logger.warning(
+        "schedule: duplicate arrival for a slot nobody recorded  name=%s slot=%s",
+        name,
+        iso_z(slot),
+    )
+    return None
+
+
+# -- routes ---------------------------------------------------------------------------------
+
+
+@router.post(
+    "/_voltro/schedules/{name}/trigger",
+    summary="Fire an external schedule (platform schedulers call this)",
+    status_code=202,
+    response_model=TriggerAnswer,
+    responses={
+        200: {"model": TriggerAnswer, "description": "Duplicate (or skipped) arrival"},
+        **error_responses(
+            InvalidArrivalTimeError,
+            ScheduleNotFoundError,
+            OffCadenceError,
+            FutureArrivalError,
+            NotExternallyTriggeredError,
+            StoreUnavailableError,
+        ),
+        401: {"description": "Missing or wrong bearer token"},
+    },
+    dependencies=[TriggerAuth],
+)
+async def trigger_schedule(
+    name: str,
+    request: Request,
+    x_voltro_scheduled_at: Annotated[
+        str | None,
+        Header(
+            alias=VOLTRO_SCHEDULED_AT,
+            description="The occurrence this arrival is for (ISO-8601 with offset); snapped "
+            "like the arrival time would be. Wins over X-CloudScheduler-ScheduleTime.",
+        ),
+    ] = None,
+    x_cloudscheduler_scheduletime: Annotated[
+        str | None,
+        Header(
+            alias=CLOUD_SCHEDULER_SCHEDULE_TIME,
+            description="Set by GCP Cloud Scheduler; read like X-Voltro-Scheduled-At.",
+        ),
+    ] = None,
+) -> JSONResponse:
+    stated: datetime | None = None
+    if x_voltro_scheduled_at is not None:
+        stated = parse_stated(VOLTRO_SCHEDULED_AT, x_voltro_scheduled_at)
+    elif x_cloudscheduler_scheduletime is not None:
+        stated = parse_stated(CLOUD_SCHEDULER_SCHEDULE_TIME, x_cloudscheduler_scheduletime)
+    arrival = await arrive(scheduling_of(request), name, stated)
+    answer = TriggerAnswer(
+        status=arrival.status,
+        run_id=None if arrival.run is None else arrival.run.id,
+        scheduled_at=iso_z(arrival.scheduled_at),
+    )
+    return JSONResponse(
+        answer.model_dump(by_alias=True),
+        status_code=202 if arrival.status == "accepted" else 200,
+    )
+
+
+@router.get(
+    "/_voltro/schedules/runs/{run_id}",
+    summary="One run's status (poll until terminal)",
+    response_model=RunView,
+    responses={
+        **error_responses(RunNotFoundError, StoreUnavailableError),
+        401: {"description": "Missing or wrong bearer token"},
+    },
+    dependencies=[TriggerAuth],
+)
+async def get_run(run_id: str, request: Request) -> JSONResponse:
+    store = scheduling_of(request).store
+    if store is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    run = await store.get_run(run_id)
+    if run is None:
+        raise RunNotFoundError(run_id)
+    return JSONResponse(RunView.of(run).model_dump(by_alias=True))

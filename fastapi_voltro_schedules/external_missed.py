@@ -1,0 +1,251 @@
+"""When nobody fires: the external missed policy (``external_missed_policy``).
+
+An external schedule arms no timer, so a platform scheduler that stops firing produces silence
+— which on a dashboard looks like a schedule with nothing to do. This watcher reconciles the
+difference: an occurrence whose trigger window closed without an arrival is written to the
+ledger ``missed`` and counted in ``voltro_schedule_external_missed_total{name}``.
+
+* ``record`` (default): record and count; do not run.
+* ``record-and-run``: record and count, and also run it (a ``running`` row through the
+  engine's admission — overlap rules apply — then the handler in the background). The ledger
+  then shows the slot twice: the ``missed`` row (the platform never fired) and the run (the app
+  fired it itself).
+* ``off``: the watcher does not start.
+
+**When an occurrence counts as never triggered.** An arrival stating no time can reach an
+occurrence until :func:`~fastapi_voltro_schedules.external.closes_at` — ``min(occurrence +
+external_trigger_skew_ms, next occurrence)``. The watcher looks at an occurrence
+:data:`MISSED_GRACE` (2 s) after that: the grace lets an arrival accepted at the very edge of
+the window commit its claim first. It wakes at the earliest such instant over all external
+schedules, and at least every 30 s (re-checked against the clock, so a clock step is caught);
+the first check runs at boot.
+
+**Where it starts.** At the newest clock-driven row of the schedule (``store.last_run``), or at
+this process's boot when the schedule has none; from there every closed occurrence is checked
+once per process, the walk capped at the newest 1000 like a backfill.
+
+**Once across replicas.** Each occurrence is *claimed* (``<name>@<second>`` in
+``_voltro_schedule_claims``) before it is recorded, whatever the coordination: an occurrence
+that any arrival already claimed is not missed, and of several replicas' watchers exactly one
+records it. The claim also means that a late arrival *stating* that occurrence's time — a Cloud
+Scheduler retry, say — is answered ``200 duplicate`` with the ``missed`` row's id (or the run's,
+under ``record-and-run``): the slot was accounted for, and it is not fired again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import anyio.lowlevel
+
+from .clock import iso_z
+from .engine import Verdict
+from .enums import CoordinationOutcome, ExternalMissedPolicy, RunStatus, Trigger, TriggerMode
+from .errors import StoreUnavailableError
+from .external import closes_at
+from .logs import logger
+from .metrics import SchedulerMetrics, default_metrics
+from .models import claim_key
+from .planning import passed_slots
+from .store import RunRecord, new_run_id
+
+if TYPE_CHECKING:
+    from .definition import Schedule
+    from .scheduling import Scheduling
+
+__all__ = ["MISSED_GRACE", "ExternalMissedWatcher", "watch_external_missed"]
+
+MISSED_GRACE = timedelta(seconds=2)
+"""How long after an occurrence's trigger window closes the watcher looks at it."""
+MAX_WAIT_SECONDS = 30.0
+RETRY_SECONDS = 5.0
+"""After a store failure: look again this soon (the cursor did not move)."""
+
+
+async def watch_external_missed(
+    scheduling: Scheduling, *, metrics: SchedulerMetrics | None = None
+) -> None:
+    """Run the external missed policy of ``scheduling`` until cancelled.
+
+    Returns at once when the policy is ``off`` or no schedule is external. Started by
+    :meth:`Scheduling.run` next to the engine; the engine must be built first.
+    """
+    if scheduling.config.external_missed_policy is ExternalMissedPolicy.OFF:
+        return
+    schedules = [
+        s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.EXTERNAL
+    ]
+    if not schedules:
+        return
+    watcher = ExternalMissedWatcher(scheduling, schedules, metrics or default_metrics())
+    await watcher.run()
+
+
+class ExternalMissedWatcher:
+    """The loop behind :func:`watch_external_missed` (one per process)."""
+
+    def __init__(
+        self,
+        scheduling: Scheduling,
+        schedules: Sequence[Schedule],
+        metrics: SchedulerMetrics,
+    ) -> None:
+        self.scheduling = scheduling
+        self.schedules = list(schedules)
+        self.metrics = metrics
+        self.policy = scheduling.config.external_missed_policy
+        self.skew_ms = scheduling.config.external_trigger_skew_ms
+        self.replica_id = scheduling.config.replica_id
+        self.clock = scheduling.clock
+        self.boot = self.clock.now()
+        self.cursors: dict[str, datetime] = {}
+        """Per schedule: the newest occurrence already accounted for."""
+
+    async def run(self) -> None:
+        while True:
+            try:
+                healthy = await self.check()
+            except Exception:
+                # Supervised: a bug here must not take the app's task group (and the app) down.
+                logger.exception("schedule: external missed check crashed — retrying")
+                healthy = False
+            now = self.clock.now()
+            wait = RETRY_SECONDS if not healthy else self._seconds_to_next_check(now)
+            if wait <= 0:
+                # The clock moved on during the pass (a long record-and-run, a clock step):
+                # another occurrence already closed. A healthy pass always advances the
+                # cursors, so this cannot spin.
+                await anyio.lowlevel.checkpoint()
+                continue
+            await self.clock.sleep(min(wait, MAX_WAIT_SECONDS))
+
+    def _seconds_to_next_check(self, now: datetime) -> float:
+        wake: datetime | None = None
+        for schedule in self.schedules:
+            cursor = self.cursors.get(schedule.name)
+            if cursor is None:
+                return RETRY_SECONDS
+            upcoming = schedule.next_occurrence(cursor)
+            at = closes_at(schedule.spec, upcoming, self.skew_ms) + MISSED_GRACE
+            wake = at if wake is None else min(wake, at)
+        return MAX_WAIT_SECONDS if wake is None else (wake - now).total_seconds()
+
+    async def check(self) -> bool:
+        """One pass over every external schedule; ``False`` if the store failed somewhere."""
+        store = self.scheduling.store
+        if store is None:
+            return False
+        healthy = True
+        missing = [s.name for s in self.schedules if s.name not in self.cursors]
+        if missing:
+            try:
+                last = await store.last_runs(missing)
+            except StoreUnavailableError as exc:
+                logger.warning("schedule: external missed check could not read the ledger: %s", exc)
+                return False
+            for name in missing:
+                row = last.get(name)
+                self.cursors[name] = row.scheduled_at if row is not None else self.boot
+        horizon = self.clock.now() - MISSED_GRACE
+        for schedule in self.schedules:
+            cursor = self.cursors[schedule.name]
+            newest = self._newest_closed(schedule, horizon)
+            if newest is None or newest <= cursor:
+                continue
+            closed, capped = passed_slots(schedule.spec, cursor, newest)
+            if not closed:
+                continue
+            if capped:
+                logger.warning(
+                    "schedule: external missed walk capped  name=%s slots=%d (older occurrences "
+                    "not enumerated)",
+                    schedule.name,
+                    len(closed),
+                )
+            try:
+                await self.reconcile(schedule, closed)
+            except StoreUnavailableError as exc:
+                healthy = False
+                logger.warning(
+                    "schedule: could not record missed external occurrences  name=%s: %s",
+                    schedule.name,
+                    exc,
+                )
+                continue
+            self.cursors[schedule.name] = closed[-1]
+        return healthy
+
+    def _newest_closed(self, schedule: Schedule, horizon: datetime) -> datetime | None:
+        """The newest occurrence whose trigger window closed at or before ``horizon``."""
+        newest = schedule.previous_occurrence(horizon)
+        if newest is not None and closes_at(schedule.spec, newest, self.skew_ms) > horizon:
+            # still open; the one before it closed when this one began
+            newest = schedule.previous_occurrence(newest - timedelta(microseconds=1))
+        return newest
+
+    async def reconcile(self, schedule: Schedule, slots: list[datetime]) -> None:
+        """Record (and under ``record-and-run`` run) the occurrences of ``slots`` nobody
+        claimed. Raises ``StoreUnavailableError``; claims already won stay won."""
+        if self.policy is ExternalMissedPolicy.RECORD_AND_RUN:
+            recorded = await self._record_and_run(schedule, slots)
+        else:
+            recorded = await self._record(schedule, slots)
+        if not recorded:
+            return
+        self.metrics.external_missed.labels(name=schedule.name).inc(len(recorded))
+        logger.warning(
+            "schedule: external trigger never arrived — recorded missed  name=%s slots=%d "
+            "first=%s last=%s policy=%s",
+            schedule.name,
+            len(recorded),
+            iso_z(recorded[0]),
+            iso_z(recorded[-1]),
+            self.policy.value,
+        )
+
+    def _missed_row(self, schedule: Schedule, slot: datetime) -> RunRecord:
+        return RunRecord(
+            id=new_run_id(),
+            name=schedule.name,
+            scheduled_at=slot,
+            status=RunStatus.MISSED,
+            trigger=Trigger.EXTERNAL,
+            coordination_outcome=CoordinationOutcome.EXTERNAL,
+            finished_at=self.clock.now(),
+            replica_id=self.replica_id,
+        )
+
+    async def _record(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
+        store = self.scheduling.store
+        if store is None:
+            raise StoreUnavailableError("the scheduler's store is closed")
+        keys = {claim_key(schedule.name, slot): slot for slot in slots}
+        won = await store.claim_many(list(keys), self.replica_id, self.clock.now())
+        mine = [slot for key, slot in keys.items() if key in won]
+        await store.insert_runs([self._missed_row(schedule, slot) for slot in mine])
+        return mine
+
+    async def _record_and_run(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
+        engine, store = self.scheduling.engine, self.scheduling.store
+        if engine is None or store is None:
+            raise StoreUnavailableError("the scheduler is not running")
+        recorded: list[datetime] = []
+        for slot in slots:
+            # The engine's external admission claims the slot (whatever the coordination),
+            # applies on_overlap and writes the running (or skipped) row. Under
+            # on_overlap="queue" it waits here for this process's run of the schedule: the
+            # missed runs go one after another, in order.
+            admission = await engine.admit(schedule, slot, Trigger.EXTERNAL)
+            if admission.verdict is Verdict.LOST:
+                continue  # an arrival or another replica has it
+            if admission.verdict is Verdict.UNAVAILABLE:
+                raise StoreUnavailableError(f"could not admit {iso_z(slot)}")
+            if admission.verdict is Verdict.RUN and admission.run is not None:
+                engine.start(schedule, admission.run)
+            # The claim is ours. The missed row's id is minted after the run's, so a duplicate
+            # arrival (which reports the oldest row of the slot) follows the run.
+            await store.insert_run(self._missed_row(schedule, slot))
+            recorded.append(slot)
+        return recorded

@@ -1,0 +1,118 @@
+"""A test app for the external trigger: ``uvicorn apps.external_app:app`` (``tests/`` on the path).
+
+Time is a :class:`~fastapi_voltro_schedules.testing.ManualClock`, moved over HTTP by the test
+(``POST /_test/clock?to=<ISO>``), so a test decides when a request "arrives" and when the
+external missed watcher wakes — in the server process, on every replica alike.
+
+Environment:
+
+- ``VOLTRO_*``            the scheduler's config (``SchedulingConfig()``): database URL,
+                          replica id, tokens, ``VOLTRO_EXTERNAL_MISSED_POLICY``, …
+- ``EXT_CLOCK_START``     the clock at boot (ISO-8601), default ``2026-03-04T08:30:00+00:00``.
+- ``EXT_MARKER_DIR``      every handler execution creates one empty file there, first thing:
+                          ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``.
+- ``EXT_HANDLER_SECONDS`` how long each handler sleeps (real time), default ``0``.
+
+Schedules: ``hourly`` (``0 * * * *`` UTC), ``minutely`` (``* * * * *`` UTC), ``failing``
+(``30 9 * * *`` UTC, raises), ``berlinWeekday`` (``0 9 * * 1-5`` Europe/Berlin) — all
+``trigger="external"`` — and ``selfJob`` (``0 3 * * *``, ``trigger="self"``).
+
+Test-only routes: ``POST /_test/clock``, ``GET /_test/metrics`` (Prometheus text of the global
+registry) and ``GET /_test/inspect-probe`` (guarded by the inspect token, as the inspect routes
+are).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import PlainTextResponse
+from prometheus_client import generate_latest
+
+from fastapi_voltro_schedules import (
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+    schedules_router,
+)
+from fastapi_voltro_schedules.api.auth import InspectAuth
+from fastapi_voltro_schedules.api.errors import VoltroRoute
+from fastapi_voltro_schedules.testing import ManualClock
+
+config = SchedulingConfig()
+clock = ManualClock(
+    datetime.fromisoformat(os.environ.get("EXT_CLOCK_START", "2026-03-04T08:30:00+00:00"))
+)
+_MARKERS = os.environ.get("EXT_MARKER_DIR")
+_SLEEP = float(os.environ.get("EXT_HANDLER_SECONDS", "0"))
+
+
+async def _work(ctx: ScheduleContext) -> None:
+    if _MARKERS:
+        slot = ctx.scheduled_at.strftime("%Y%m%dT%H%M%S")
+        name = f"{ctx.name}__{slot}__{config.replica_id}__{ctx.run_id}"
+        (Path(_MARKERS) / name).touch(exist_ok=False)
+    if _SLEEP:
+        await anyio.sleep(_SLEEP)
+
+
+async def _failing(ctx: ScheduleContext) -> None:
+    await _work(ctx)
+    raise RuntimeError("boom")
+
+
+schedules = [
+    define_schedule(
+        name="hourly", cron="0 * * * *", timezone="UTC", trigger="external", handler=_work
+    ),
+    define_schedule(
+        name="minutely", cron="* * * * *", timezone="UTC", trigger="external", handler=_work
+    ),
+    define_schedule(
+        name="failing", cron="30 9 * * *", timezone="UTC", trigger="external", handler=_failing
+    ),
+    define_schedule(
+        name="berlinWeekday",
+        cron="0 9 * * 1-5",
+        timezone="Europe/Berlin",
+        trigger="external",
+        handler=_work,
+    ),
+    define_schedule(
+        name="selfJob", cron="0 3 * * *", timezone="UTC", trigger="self", handler=_work
+    ),
+]
+
+scheduling = Scheduling(schedules, config=config, clock=clock)
+app = FastAPI(title="voltro external-trigger test app", lifespan=scheduling.lifespan)
+app.include_router(schedules_router)
+
+
+@app.post("/_test/clock")
+async def set_clock(to: str) -> dict[str, str]:
+    clock.set(datetime.fromisoformat(to))
+    await anyio.lowlevel.checkpoint()  # let woken sleepers run before answering
+    return {"now": clock.now().isoformat()}
+
+
+@app.get("/_test/metrics", response_class=PlainTextResponse)
+async def metrics() -> str:
+    return generate_latest().decode()
+
+
+# Like the package's own routers: VoltroRoute maps the auth dependency's errors to 401/503.
+probe = APIRouter(route_class=VoltroRoute)
+
+
+@probe.get("/_test/inspect-probe", dependencies=[InspectAuth])
+async def inspect_probe() -> dict[str, bool]:
+    return {"ok": True}
+
+
+app.include_router(probe)

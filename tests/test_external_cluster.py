@@ -1,0 +1,218 @@
+"""The external trigger across two uvicorn replicas sharing one Postgres ledger.
+
+Each replica runs ``apps.external_app`` with its own ManualClock; tests move both clocks
+together. Handler executions are counted with marker files, independently of the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import run_async
+from support.servers import Server, uvicorn_server
+from test_external_trigger import (
+    APP,
+    TRIGGER_AUTH,
+    base_env,
+    markers,
+    poll_terminal,
+    runs_of,
+    set_clock,
+    trigger,
+)
+
+from fastapi_voltro_schedules.enums import RunStatus, Trigger
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.store import RunRecord
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def start_replicas(
+    url: str, tmp_path: Path, marker_dir: Path, stack: ExitStack, n: int = 2, **extra: str
+) -> list[Server]:
+    run_async(upgrade_to_head(url))
+    replicas = []
+    for i in range(n):
+        env = base_env(url, marker_dir, VOLTRO_REPLICA_ID=f"replica-{i + 1}", **extra)
+        replicas.append(stack.enter_context(uvicorn_server(APP, tmp_path, env, name=f"r{i + 1}")))
+    return replicas
+
+
+@pytest.fixture
+def marker_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "markers"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def replicas(postgres_url: str, tmp_path: Path, marker_dir: Path) -> Iterator[list[Server]]:
+    with ExitStack() as stack:
+        yield start_replicas(postgres_url, tmp_path, marker_dir, stack, EXT_HANDLER_SECONDS="0.5")
+
+
+def set_clocks(servers: list[Server], instant: str) -> None:
+    for s in servers:
+        set_clock(s, instant)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def test_a_duplicate_on_the_other_replica_gets_the_first_run_id(
+    replicas: list[Server], postgres_url: str, marker_dir: Path
+) -> None:
+    a, b = replicas
+    set_clocks(replicas, "2026-03-04T09:00:07+00:00")
+    first = trigger(a, "hourly")
+    assert first.status_code == 202, first.text
+    second = trigger(b, "hourly")
+    stated = trigger(b, "hourly", {"X-CloudScheduler-ScheduleTime": "2026-03-04T09:00:00Z"})
+    for r in (second, stated):
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "duplicate"
+        assert r.json()["runId"] == first.json()["runId"]
+    # either replica reports the run
+    assert poll_terminal(b, first.json()["runId"])[-1]["status"] == "succeeded"
+    assert len(markers(marker_dir, "hourly", "20260304T090000")) == 1
+    assert len(runs_of(postgres_url, "hourly")) == 1
+
+
+async def test_duplicate_storm_200_posts_over_two_replicas(
+    replicas: list[Server], postgres_url: str, marker_dir: Path
+) -> None:
+    set_clocks(replicas, "2026-03-04T10:00:12+00:00")
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        answers = await asyncio.gather(
+            *(
+                client.post(
+                    f"{replicas[i % 2].url}/_voltro/schedules/hourly/trigger",
+                    headers=TRIGGER_AUTH,
+                )
+                for i in range(200)
+            )
+        )
+    statuses = Counter((r.status_code, r.json()["status"]) for r in answers)
+    assert statuses == {(202, "accepted"): 1, (200, "duplicate"): 199}, [
+        r.text for r in answers if r.status_code not in (200, 202)
+    ][:3]
+    run_ids = {r.json()["runId"] for r in answers}
+    assert len(run_ids) == 1 and None not in run_ids
+    assert {r.json()["scheduledAt"] for r in answers} == {"2026-03-04T10:00:00.000Z"}
+    (run_id,) = run_ids
+    assert (await asyncio.to_thread(poll_terminal, replicas[0], run_id))[-1]["status"] == (
+        "succeeded"
+    )
+    rows = await asyncio.to_thread(runs_of, postgres_url, "hourly")
+    assert [(r.id, r.status) for r in rows] == [(run_id, RunStatus.SUCCEEDED)]
+    assert len(markers(marker_dir, "hourly", "20260304T100000")) == 1
+
+
+# --------------------------------------------------------------------------- missed policy
+
+
+def missed_total(server: Server, name: str) -> float:
+    text = httpx.get(f"{server.url}/_test/metrics").text
+    m = re.search(rf'^voltro_schedule_external_missed_total\{{name="{name}"\}} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def hourly_rows(url: str) -> list[RunRecord]:
+    return sorted(runs_of(url, "hourly"), key=lambda r: (r.scheduled_at, r.id))
+
+
+@pytest.mark.parametrize("policy", ["record", "record-and-run", "off"])
+def test_external_missed_policy_with_two_replicas(
+    policy: str, postgres_url: str, tmp_path: Path, marker_dir: Path
+) -> None:
+    nine, ten = utc("2026-03-04T09:00:00"), utc("2026-03-04T10:00:00")
+    with ExitStack() as stack:
+        replicas = start_replicas(
+            postgres_url,
+            tmp_path,
+            marker_dir,
+            stack,
+            VOLTRO_EXTERNAL_MISSED_POLICY=policy,
+            EXT_CLOCK_START="2026-03-04T08:30:00+00:00",  # boot: the walk starts here
+        )
+
+        def missed_at(slot: datetime) -> list[RunRecord]:
+            return [
+                r
+                for r in hourly_rows(postgres_url)
+                if r.scheduled_at == slot and r.status is RunStatus.MISSED
+            ]
+
+        # 09:00 is closed at 09:05 (+2 s grace); 10:00 not yet at 09:10
+        set_clocks(replicas, "2026-03-04T09:10:00+00:00")
+        if policy != "off":
+            wait_for(lambda: len(missed_at(nine)) == 1)
+        set_clocks(replicas, "2026-03-04T10:10:00+00:00")
+        if policy != "off":
+            wait_for(lambda: len(missed_at(ten)) == 1)
+        else:
+            time.sleep(2)
+        if policy == "record-and-run":
+            wait_for(
+                lambda: sum(r.status is RunStatus.SUCCEEDED for r in hourly_rows(postgres_url)) == 2
+            )
+        time.sleep(0.5)  # let a (wrong) second recording show up
+        rows = hourly_rows(postgres_url)
+        totals = [missed_total(s, "hourly") for s in replicas]
+        # a CronJob retry stating 09:00, long after: accounted for already, unless "off"
+        set_clocks(replicas, "2026-03-04T10:20:00+00:00")
+        late = trigger(replicas[1], "hourly", {"X-Voltro-Scheduled-At": "2026-03-04T09:00:00Z"})
+        logs = [s.log() for s in replicas]
+
+    summary = [(r.scheduled_at, r.status, r.trigger) for r in rows]
+    if policy == "off":
+        assert rows == []
+        assert totals == [0.0, 0.0]
+        assert late.status_code == 202, late.text  # nothing claimed 09:00: it runs now
+        assert not any("never arrived" in log for log in logs)
+        return
+    expected = [
+        (nine, RunStatus.MISSED, Trigger.EXTERNAL),
+        (ten, RunStatus.MISSED, Trigger.EXTERNAL),
+    ]
+    if policy == "record-and-run":
+        expected = [
+            (nine, RunStatus.SUCCEEDED, Trigger.EXTERNAL),
+            (nine, RunStatus.MISSED, Trigger.EXTERNAL),
+            (ten, RunStatus.SUCCEEDED, Trigger.EXTERNAL),
+            (ten, RunStatus.MISSED, Trigger.EXTERNAL),
+        ]
+        assert len(markers(marker_dir, "hourly", "20260304T090000")) == 1
+        assert len(markers(marker_dir, "hourly", "20260304T100000")) == 1
+    else:
+        assert list(marker_dir.glob("hourly__*")) == []
+    assert summary == expected
+    assert sum(totals) == 2.0  # counted once, by whichever replica recorded it
+    assert late.status_code == 200, late.text
+    assert late.json()["status"] == "duplicate"
+    first_of_nine = next(r for r in rows if r.scheduled_at == nine)
+    assert late.json()["runId"] == first_of_nine.id
+    assert any("schedule: external trigger never arrived — recorded missed" in log for log in logs)
