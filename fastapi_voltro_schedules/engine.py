@@ -356,16 +356,7 @@ class Engine:
                 # In-process chain: serialise behind this process's run of the schedule.
                 await self._in_flight.lock(schedule.name).acquire()
         now = self.clock.now()
-        run = RunRecord(
-            id=new_run_id(),
-            name=schedule.name,
-            scheduled_at=scheduled_at,
-            status=RunStatus.RUNNING,
-            trigger=trigger,
-            coordination_outcome=outcome,
-            fired_at=now,
-            replica_id=self.replica_id,
-        )
+        run = self._row(schedule, scheduled_at, RunStatus.RUNNING, trigger, outcome, now)
         try:
             await self.runner.ledger.insert(run)
         except StoreUnavailableError as exc:
@@ -462,6 +453,29 @@ class Engine:
             logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
         return skipped
 
+    def _row(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        status: RunStatus,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        now: datetime,
+    ) -> RunRecord:
+        """A new ledger row written by this replica. A ``missed`` slot never fired (no
+        ``fired_at``); a terminal row is finished the moment it is written."""
+        return RunRecord(
+            id=new_run_id(),
+            name=schedule.name,
+            scheduled_at=scheduled_at,
+            status=status,
+            trigger=trigger,
+            coordination_outcome=outcome,
+            fired_at=None if status is RunStatus.MISSED else now,
+            finished_at=now if status.terminal else None,
+            replica_id=self.replica_id,
+        )
+
     def _held_here(self, schedule: Schedule) -> RunRecord | None:
         return next(iter(self._in_flight.runs[schedule.name].values()), None)
 
@@ -482,17 +496,7 @@ class Engine:
             holder.replica_id,
             int((now - seen).total_seconds() * 1000),
         )
-        return RunRecord(
-            id=new_run_id(),
-            name=schedule.name,
-            scheduled_at=scheduled_at,
-            status=RunStatus.SKIPPED,
-            trigger=trigger,
-            coordination_outcome=outcome,
-            fired_at=now,
-            finished_at=now,
-            replica_id=self.replica_id,
-        )
+        return self._row(schedule, scheduled_at, RunStatus.SKIPPED, trigger, outcome, now)
 
     async def _live_among(
         self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime
@@ -572,16 +576,7 @@ class Engine:
                         self._skipped_row(schedule, slot, Trigger.SELF, outcome, holder, now)
                     )
                     continue
-            run = RunRecord(
-                id=new_run_id(),
-                name=schedule.name,
-                scheduled_at=slot,
-                status=RunStatus.RUNNING,
-                trigger=Trigger.SELF,
-                coordination_outcome=outcome,
-                fired_at=now,
-                replica_id=self.replica_id,
-            )
+            run = self._row(schedule, slot, RunStatus.RUNNING, Trigger.SELF, outcome, now)
             rows.append(run)
             starts.append((schedule, run))
         try:
@@ -629,16 +624,7 @@ class Engine:
             now = self.clock.now()
             await self.store.insert_runs(
                 [
-                    RunRecord(
-                        id=new_run_id(),
-                        name=schedule.name,
-                        scheduled_at=slot,
-                        status=RunStatus.MISSED,
-                        trigger=trigger,
-                        coordination_outcome=outcome,
-                        finished_at=now,
-                        replica_id=self.replica_id,
-                    )
+                    self._row(schedule, slot, RunStatus.MISSED, trigger, outcome, now)
                     for slot in slots
                 ]
             )
