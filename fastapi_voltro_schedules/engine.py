@@ -125,8 +125,11 @@ class Engine:
         heartbeat_ms: int,
         shutdown_grace_ms: int,
         run_retention_ms: int | None,
+        watched_names: Sequence[str] = (),
     ) -> None:
         self.schedules = list(schedules)
+        self.watched_names = list(watched_names) or [s.name for s in self.schedules]
+        """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
         self.store = store
         self.clock = clock
         self.runner = runner
@@ -158,11 +161,13 @@ class Engine:
                 self._runs = runs
                 with anyio.CancelScope() as timer_scope:
                     self._timer_scope = timer_scope
+                    await self.reap()
                     now = self.clock.now()
                     start_from = await self._boot_backfill(now)
                     for schedule in self.schedules:
                         self.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self._retention_loop)
+                    runs.start_soon(self._reaper_loop)
                     task_status.started()
                     await self._timer_loop()
                 await self._drain()
@@ -503,16 +508,23 @@ class Engine:
     ) -> RunRecord | None:
         """The live run among ``schedule``'s ``running`` rows on other replicas, if any;
         corpses found on the way are marked ``failed/abandoned``."""
-        live: RunRecord | None = None
+        rows = [row for row in rows if row.id not in self._finishing]
+        live = [r for r in rows if self._alive(r, now)]
+        await self._mark_dead(schedule.name, rows, now)
+        return live[0] if live else None
+
+    def _alive(self, row: RunRecord, now: datetime) -> bool:
+        return is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms)
+
+    async def _mark_dead(self, name: str, rows: Sequence[RunRecord], now: datetime) -> int:
+        """One conditional write per dead row, so each corpse is marked exactly once across
+        every replica that reads it dead. A stale beat hands ownership to nobody."""
+        marked = 0
         for row in rows:
-            if row.id in self._finishing:
-                continue  # our own, handler over, its terminal write still on the way
-            if is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms):
-                live = live or row
+            if row.id in self._finishing or self._alive(row, now):
                 continue
-            # A corpse: its replica stopped beating. One conditional write marks it, once.
             try:
-                marked = await self.store.update_run(
+                done = await self.store.update_run(
                     row.id,
                     expect_status=RunStatus.RUNNING,
                     status=RunStatus.FAILED,
@@ -522,15 +534,16 @@ class Engine:
                     f"for {self.heartbeat_ms * 3} ms)",
                 )
             except StoreUnavailableError:
-                marked = False
-            if marked:
+                done = False
+            if done:
+                marked += 1
                 logger.warning(
                     "schedule: marked a silent run abandoned  name=%s runId=%s heldBy=%s",
-                    schedule.name,
+                    name,
                     row.id,
                     row.replica_id,
                 )
-        return live
+        return marked
 
     async def _fire_batch(self, items: list[tuple[Schedule, datetime]]) -> None:
         """The herd: many schedules due at one instant, admitted together — one claim
@@ -646,6 +659,34 @@ class Engine:
             )
 
     # -- housekeeping ---------------------------------------------------------------------
+
+    async def _reaper_loop(self) -> None:
+        interval = 3 * self.heartbeat_ms / 1000
+        while True:
+            await self.clock.sleep(interval)
+            await self.reap()
+
+    async def reap(self) -> int:
+        """Mark every dead ``running`` row of this app's schedules ``failed/abandoned`` (any
+        overlap policy, any coordination), so the ledger never shows a corpse as running.
+        Runs at boot and every three heartbeats; returns how many rows this call marked."""
+        if not self.watched_names:
+            return 0
+        try:
+            rows = await self.store.live_runs(self.watched_names)
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: corpse check failed: %s", exc)
+            return 0
+        mine = {run_id for runs in self._in_flight.runs.values() for run_id in runs}
+        by_name: dict[str, list[RunRecord]] = defaultdict(list)
+        for row in rows:
+            if row.id not in mine:
+                by_name[row.name].append(row)
+        now = self.clock.now()
+        marked = 0
+        for name, candidates in by_name.items():
+            marked += await self._mark_dead(name, candidates, now)
+        return marked
 
     async def _retention_loop(self) -> None:
         while True:

@@ -228,6 +228,7 @@ class Scheduling:
             heartbeat_ms=config.schedule_heartbeat_ms,
             shutdown_grace_ms=config.shutdown_grace_ms,
             run_retention_ms=config.run_retention_ms,
+            watched_names=[s.name for s in self.schedules],
         )
 
     async def fire_now(self, name: str) -> RunRecord:

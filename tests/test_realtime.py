@@ -35,6 +35,7 @@ def test_example_app_fires_every_second_under_uvicorn(tmp_path: Path) -> None:
     env = {
         "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{db}",
         "EXAMPLE_HEARTBEAT_CRON": "* * * * * *",
+        "VOLTRO_SHUTDOWN_GRACE_MS": "1000",  # slowReindex runs 15 s: don't wait for it
     }
     with uvicorn_server("example_app.main:app", tmp_path, env) as server:
         deadline = time.monotonic() + 20

@@ -33,6 +33,10 @@ logger = logging.getLogger("fastapi_voltro_schedules.store")
 DEFAULT_URL = "sqlite+aiosqlite:///./voltro.db"
 SQLITE_BUSY_TIMEOUT_MS = 5000
 CONNECT_TIMEOUT_S = 5.0
+STATEMENT_TIMEOUT_S = 5.0
+"""A server statement that has not answered by then is a dead link, not a slow query."""
+OPERATION_TIMEOUT_S = 8.0
+"""Bound of one store call, connection and retries included."""
 MAX_KEY_LENGTH = 255
 _RETRY_ATTEMPTS = 5
 _WRITE = "voltro_write"
@@ -68,10 +72,12 @@ def make_engine(url: str | URL, **options: Any) -> AsyncEngine:
         _install_sqlite_hooks(engine)
         return engine
     connect_args: dict[str, Any] = {}
+    # Statement timeouts as well as connect timeouts: a link that silently drops packets must
+    # end in StoreUnavailableError (fail closed), not in a claim that waits forever.
     if backend == "postgresql":
-        connect_args = {"timeout": CONNECT_TIMEOUT_S}
+        connect_args = {"timeout": CONNECT_TIMEOUT_S, "command_timeout": STATEMENT_TIMEOUT_S}
     elif backend in ("mysql", "mariadb"):
-        connect_args = {"connect_timeout": CONNECT_TIMEOUT_S}
+        connect_args = {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S}
         _quiet_asyncmy_claim_warnings()
     options = {"pool_pre_ping": True, "connect_args": connect_args, **options}
     return create_async_engine(u, **options)
@@ -199,7 +205,15 @@ class SQLStore(Store):
         # loop. Every statement here is short and bounded by the connect/command timeouts, so
         # the caller's cancellation simply lands once it is done.
         with anyio.CancelScope(shield=True):
-            return await self._attempt_unshielded(op, work, write=write)
+            try:
+                # The last line of defence behind the drivers' own timeouts: no store call,
+                # retries included, outlives this bound.
+                with anyio.fail_after(OPERATION_TIMEOUT_S):
+                    return await self._attempt_unshielded(op, work, write=write)
+            except TimeoutError as error:
+                raise StoreUnavailableError(
+                    f"store {op}: no answer within {OPERATION_TIMEOUT_S:g} s"
+                ) from error
         raise AssertionError("unreachable")  # a shielded scope swallows nothing  # pragma: no cover
 
     async def _attempt_unshielded(

@@ -37,10 +37,15 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def kill(self, sig: int = signal.SIGKILL) -> None:
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 20.0) -> None:
         if self.process.poll() is None:
             self.process.send_signal(sig)
-            self.process.wait(10)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()  # never leave a server behind, even a stuck one
+                self.process.wait(10)
+                raise
 
 
 @contextmanager

@@ -1,0 +1,89 @@
+"""A test app for multi-replica tests: ``uvicorn apps.cluster_app:app`` (``tests/`` on the path).
+
+Everything comes from the environment, so several uvicorn processes can run the same module as
+distinct replicas of one deployment:
+
+- ``VOLTRO_*``                    the scheduler's own config (``SchedulingConfig()``):
+  ``VOLTRO_DATABASE_URL``, ``VOLTRO_REPLICA_ID``, ``VOLTRO_SCHEDULE_HEARTBEAT_MS``, …
+- ``CLUSTER_SCHEDULES``           comma-separated subset of ``tick,slow`` (default ``tick``).
+- ``CLUSTER_TICK_CRON``           default ``* * * * * *`` (every second); a no-op handler.
+- ``CLUSTER_TICK_OVERLAP``        default ``parallel`` (a no-op never overlaps itself; parallel
+  keeps a corpse ``tick`` row from suppressing the next slot in crash tests).
+- ``CLUSTER_SLOW_CRON``           default ``*/2 * * * * *``.
+- ``CLUSTER_SLOW_SLEEP_S``        default ``8``: how long one ``slow`` execution sleeps.
+- ``CLUSTER_SLOW_OVERLAP``        default ``skip``.
+- ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
+  ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
+  so executions are counted independently of the ledger, even for a run killed mid-way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+from fastapi import FastAPI
+
+from fastapi_voltro_schedules import (
+    Schedule,
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+)
+
+config = SchedulingConfig()
+_MARKERS = os.environ.get("CLUSTER_MARKER_DIR")
+
+
+def _mark(ctx: ScheduleContext) -> None:
+    if not _MARKERS:
+        return
+    slot = ctx.scheduled_at.strftime("%Y%m%dT%H%M%S")
+    name = f"{ctx.name}__{slot}__{config.replica_id}__{ctx.run_id}"
+    (Path(_MARKERS) / name).touch(exist_ok=False)
+
+
+async def tick(ctx: ScheduleContext) -> None:
+    _mark(ctx)
+
+
+async def slow(ctx: ScheduleContext) -> None:
+    _mark(ctx)
+    await anyio.sleep(float(os.environ.get("CLUSTER_SLOW_SLEEP_S", "8")))
+
+
+def _schedules() -> list[Schedule]:
+    wanted = {s.strip() for s in os.environ.get("CLUSTER_SCHEDULES", "tick").split(",")}
+    out: list[Schedule] = []
+    if "tick" in wanted:
+        out.append(
+            define_schedule(
+                name="tick",
+                cron=os.environ.get("CLUSTER_TICK_CRON", "* * * * * *"),
+                timezone="UTC",
+                handler=tick,
+                on_overlap=os.environ.get("CLUSTER_TICK_OVERLAP", "parallel"),
+            )
+        )
+    if "slow" in wanted:
+        out.append(
+            define_schedule(
+                name="slow",
+                cron=os.environ.get("CLUSTER_SLOW_CRON", "*/2 * * * * *"),
+                timezone="UTC",
+                handler=slow,
+                on_overlap=os.environ.get("CLUSTER_SLOW_OVERLAP", "skip"),
+            )
+        )
+    return out
+
+
+scheduling = Scheduling(_schedules(), config=config)
+app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
+
+
+@app.get("/_cluster/replica")
+def replica() -> dict[str, str]:
+    return {"replicaId": config.replica_id}
