@@ -386,3 +386,66 @@ async def test_retention_sweeps_finished_rows_and_keeps_queued(sqlite_url: str) 
         assert await s.engine.sweep() == 5
         left = await runs_of(s, "job")
     assert sorted(r.status.value for r in left) == ["queued", "succeeded"]
+
+
+class RecordingStarter:
+    def __init__(self) -> None:
+        self.started: list[tuple[str, dict[str, Any]]] = []
+
+    async def start(self, name: str, payload: dict[str, Any]) -> str:
+        self.started.append((name, payload))
+        return f"wf-{len(self.started)}"
+
+
+async def test_workflow_targets_call_the_configured_starter(sqlite_url: str) -> None:
+    from fastapi import FastAPI
+
+    from fastapi_voltro_schedules import WorkflowTarget
+
+    starter = RecordingStarter()
+    seen: list[ScheduleContext] = []
+    rollup = define_schedule(
+        name="dailyRollup",
+        cron="0 12 * * *",
+        timezone="UTC",
+        workflow=WorkflowTarget(
+            name="billing.dailyRollup",
+            payload=lambda ctx: {"day": ctx.scheduled_at.date().isoformat(), "run": ctx.run_id},
+        ),
+    )
+
+    @define_schedule(name="manual", cron="0 12 * * *", timezone="UTC")
+    async def by_hand(ctx: ScheduleContext) -> None:
+        seen.append(ctx)
+        assert ctx.workflows is not None
+        await ctx.workflows.start("billing.reindex", {"from": "handler"})
+
+    app = FastAPI()
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="replica-a")
+    clock = ManualClock(T0)
+    scheduling = Scheduling([rollup, by_hand], config=config, clock=clock, workflows=starter)
+    async with scheduling.run(app) as s:
+        assert app.state.workflows is starter
+        await clock.advance(30)
+
+        async def both_done() -> bool:
+            rows = (await runs_of(s, "dailyRollup")) + (await runs_of(s, "manual"))
+            return len(rows) == 2 and all(r.status is RunStatus.SUCCEEDED for r in rows)
+
+        await wait_until(both_done)
+        (row,) = await runs_of(s, "dailyRollup")
+    assert ("billing.dailyRollup", {"day": "2026-06-01", "run": row.id}) in starter.started
+    assert ("billing.reindex", {"from": "handler"}) in starter.started
+    assert seen[0].app is app and seen[0].workflows is starter
+
+
+async def test_a_workflow_target_without_a_starter_fails_at_boot(sqlite_url: str) -> None:
+    from fastapi_voltro_schedules import ConfigurationError, WorkflowTarget
+
+    rollup = define_schedule(
+        name="dailyRollup", cron="0 2 * * *", timezone="UTC",
+        workflow=WorkflowTarget(name="billing.dailyRollup"),
+    )
+    with pytest.raises(ConfigurationError, match=r"no workflow starter is configured"):
+        async with Scheduling([rollup], config=SchedulingConfig(database_url=sqlite_url)).run():
+            pass
