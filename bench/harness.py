@@ -215,6 +215,7 @@ def merge_replicas(results: list[dict[str, Any]]) -> dict[str, Any]:
         "armed_before_s": min(r["armed_before_s"] for r in results),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
         "per_replica_started": [len(r["keys"]) for r in results],
+        "claim_round_trips": sum(r.get("claim_round_trips", 0) for r in results),
         "ledger_duplicates": max(r.get("ledger_duplicates", 0) for r in results),
         "ledger": results[0].get("ledger_after_all", {}),
     }
@@ -304,6 +305,7 @@ HERD_METRICS = [
     Metric("lag_p50_ms", "lag p50 ms"),
     Metric("lag_p99_ms", "lag p99 ms"),
     Metric("last_started_ms", "last started ms"),
+    Metric("claim_round_trips", "claim round trips"),
     Metric("peak_rss_mb", "peak RSS MB"),
 ]
 IDLE_METRICS = [

@@ -130,11 +130,34 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     scheduling = build(n, cron, url)
     async with scheduling.run():
         armed = time.time()
+        claim_statements = count_claim_statements(scheduling)
         await wait_herd(at, n, p.get("deadline_s", 60.0), p.get("quiet_s", 3.0))
-        result = herd_figures(FIRINGS, n, at) | {"armed_before_s": at - armed}
+        result = herd_figures(FIRINGS, n, at) | {
+            "armed_before_s": at - armed,
+            "claim_round_trips": claim_statements[0],
+        }
         result |= await ledger(url, at, at)
         await finish(result, p.get("graceful", False))
     return result | await ledger(url, at, at)
+
+
+def count_claim_statements(scheduling: Scheduling) -> list[int]:
+    """Count the claim INSERTs this replica sends (a round trip each) from now on."""
+    from sqlalchemy import event
+
+    from fastapi_voltro_schedules.models import CLAIMS_TABLE
+    from fastapi_voltro_schedules.store import SQLStore
+
+    counter = [0]
+    store = scheduling.store
+    if isinstance(store, SQLStore):
+
+        @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+        def _count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("INSERT") and CLAIMS_TABLE in statement:
+                counter[0] += 1
+
+    return counter
 
 
 async def wait_herd(at: float, n: int, deadline_s: float, quiet_s: float) -> None:
