@@ -1,0 +1,136 @@
+"""External trigger throughput against a bare FastAPI route on the same server.
+
+    python -m bench.trigger_rps [--seconds 10] [--concurrency 32]
+
+Starts ``uvicorn bench.trigger_app:app`` on 127.0.0.1 (SQLite ledger in a temp dir), then, from
+this process, keeps ``concurrency`` requests in flight for ``seconds`` against each of:
+
+- ``POST /bare`` — a route that returns ``{"ok": true}``: the server's own ceiling;
+- ``POST /_voltro/schedules/hourly/trigger`` stating the current hour's occurrence — the first
+  answer is ``accepted``, every later one ``duplicate`` (the retry path a CronJob produces):
+  bearer check, snap, claim conflict, lookup of the first run.
+
+Then the duplicate storm: 200 concurrent POSTs for a fresh occurrence — wall time, and that
+exactly one was accepted. Prints req/s and the ratio trigger / bare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+TOKEN = "bench-trigger-token"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _load(client: httpx.AsyncClient, path: str, headers: dict[str, str], seconds: float,
+                concurrency: int) -> tuple[float, Counter[int]]:
+    codes: Counter[int] = Counter()
+    stop = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        while time.perf_counter() < stop:
+            response = await client.post(path, headers=headers)
+            codes[response.status_code] += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sum(codes.values()) / (time.perf_counter() - start), codes
+
+
+async def _storm(client: httpx.AsyncClient, slot: datetime) -> tuple[float, Counter[str]]:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Voltro-Scheduled-At": slot.isoformat()}
+    start = time.perf_counter()
+    answers = await asyncio.gather(
+        *(client.post("/_voltro/schedules/hourly/trigger", headers=headers) for _ in range(200))
+    )
+    wall = time.perf_counter() - start
+    return wall, Counter(a.json()["status"] for a in answers)
+
+
+async def measure(base: str, seconds: float, concurrency: int) -> dict[str, object]:
+    now = datetime.now(UTC)
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+        bare_rps, bare_codes = await _load(client, "/bare", {}, seconds, concurrency)
+        trig_headers = {
+            "Authorization": f"Bearer {TOKEN}",
+            "X-Voltro-Scheduled-At": this_hour.isoformat(),
+        }
+        trig_rps, trig_codes = await _load(
+            client, "/_voltro/schedules/hourly/trigger", trig_headers, seconds, concurrency
+        )
+        # The previous hour: a fresh occurrence (stated times snap like arrivals).
+        storm_wall, storm = await _storm(client, this_hour - timedelta(hours=1))
+    return {
+        "bare_rps": bare_rps,
+        "bare_codes": dict(bare_codes),
+        "trigger_rps": trig_rps,
+        "trigger_codes": dict(trig_codes),
+        "ratio": trig_rps / bare_rps,
+        "storm_wall_ms": storm_wall * 1000,
+        "storm_answers": dict(storm),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/trigger.db",
+            "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TOKEN,
+            "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS": str(3_600_000),
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(100):
+                try:
+                    httpx.get(base + "/openapi.json", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            result = asyncio.run(measure(base, args.seconds, args.concurrency))
+        finally:
+            server.terminate()
+            server.wait(20)
+    print(f"trigger route vs bare route, {args.concurrency} in flight, {args.seconds:g} s each")
+    print(f"  bare route        : {result['bare_rps']:8,.0f} req/s  {result['bare_codes']}")
+    print(f"  trigger (dupes)   : {result['trigger_rps']:8,.0f} req/s  {result['trigger_codes']}")
+    print(f"  ratio trigger/bare: {result['ratio']:.2f}")
+    print(
+        f"  200-POST storm    : {result['storm_wall_ms']:,.0f} ms wall, "
+        f"answers {result['storm_answers']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
