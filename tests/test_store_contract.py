@@ -22,7 +22,7 @@ import pytest
 from conftest import run_async
 from sqlalchemy import event, func, select, update
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from support.stores import assert_pool_idle, open_store
 
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.errors import StoreUnavailableError
@@ -42,11 +42,6 @@ STORE_PARAMS = [
 _URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
 
 
-def assert_pool_idle(engine: AsyncEngine) -> None:
-    checkedout = getattr(engine.pool, "checkedout", None)  # StaticPool (memory) has none
-    if checkedout is not None:
-        assert checkedout() == 0, "a pooled connection was left checked out"
-
 
 @pytest.fixture(params=STORE_PARAMS)
 def store_url(request: pytest.FixtureRequest) -> str:
@@ -59,14 +54,8 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[SQLStore]:
-    s = create_store(store_url)
-    assert isinstance(s, SQLStore)
-    try:
-        await s.create_schema()
+    async with open_store(store_url) as s:
         yield s
-        assert_pool_idle(s.engine)
-    finally:
-        await s.dispose()
 
 
 def run(

@@ -9,30 +9,19 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
+from support.stores import open_store
 
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
-from fastapi_voltro_schedules.store import RunRecord, SQLStore, create_store, new_run_id
+from fastapi_voltro_schedules.store import RunRecord, SQLStore, new_run_id
 
 SLOT = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
 
 
-def assert_pool_idle(engine: AsyncEngine) -> None:
-    checkedout = getattr(engine.pool, "checkedout", None)
-    if checkedout is not None:
-        assert checkedout() == 0, "a pooled connection was left checked out"
-
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[SQLStore]:
-    s = create_store(database_url)
-    assert isinstance(s, SQLStore)
-    try:
-        await s.create_schema()
+    async with open_store(database_url) as s:
         yield s
-        assert_pool_idle(s.engine)
-    finally:
-        await s.dispose()
 
 
 def row(
