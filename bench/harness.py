@@ -454,13 +454,6 @@ def run_boot(cfg: Config, n: int = 10_000) -> Section:
     return section
 
 
-NOT_YET_BUILT = [
-    Section("range backfill  1,000 slots", [], status="not yet built"),
-    Section("external trigger  req/s", [], status="not yet built"),
-    Section("duplicate storm  200 identical triggers", [], status="not yet built"),
-]
-
-
 # -- the table ---------------------------------------------------------------------------------
 
 
