@@ -269,7 +269,7 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
 
     # The slot right after the kill still found the corpse live (silent < 3 beats) and was
     # skipped by a survivor, held by the victim; the first slot after it reads dead runs on a
-    # survivor (the one that marked the corpse), instead of being suppressed.
+    # survivor instead of being suppressed.
     after = [r for r in slow if r.scheduled_at > killed_at]
     assert after[0].status == RunStatus.SKIPPED, after
     assert after[0].replica_id != victim.replica_id, after
@@ -284,8 +284,13 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     assert dead_after - timedelta(seconds=0.1) < silent_at_successor, (first_run, corpse)
     assert silent_at_successor <= dead_after + timedelta(seconds=2.05), (first_run, corpse)
     assert first_run.fired_at is not None and first_run.fired_at >= corpse.finished_at
-    runner = next(r for r in survivors if r.replica_id == first_run.replica_id)
-    assert f"marked a silent run abandoned  name=slow runId={corpse.id}" in runner.log()
+    # Marked by a survivor: the slot winner's skip check, or a replica's reaper (every three
+    # beats) if it read the corpse dead first — either way exactly once (counted above).
+    markers_of_corpse = [
+        r for r in survivors
+        if f"marked a silent run abandoned  name=slow runId={corpse.id}" in r.log()
+    ]
+    assert len(markers_of_corpse) == 1, logs
     print(
         f"killed {victim.replica_id} at {killed_at:%H:%M:%S.%f}; corpse last seen "
         f"{_last_seen(corpse):%H:%M:%S.%f}, abandoned {corpse.finished_at:%H:%M:%S.%f}; "
