@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 MAX_SLEEP_SECONDS = 30.0
 """Longest single sleep: every wait is re-evaluated against the wall clock at least this often."""
 
+BOOT_GRACE = timedelta(seconds=2)
+"""Slots this recent at boot are the live timer's, not the boot backfill's."""
+
 RETENTION_INTERVAL_SECONDS = 600.0
 RETENTION_BATCH = 1000
 CLAIM_RETENTION = timedelta(days=7)
@@ -193,11 +196,15 @@ class Engine:
             last = last_runs.get(schedule.name)
             if last is None:
                 continue  # never ran: nothing to catch up on
-            slots, capped = passed_slots(schedule.spec, last.scheduled_at, now)
+            # Slots of the last moments are not downtime: a replica booting just after an
+            # instant leaves it to the live timer (which claims it like its peers do) instead of
+            # recording it missed under another replica's feet.
+            horizon = now - BOOT_GRACE
+            slots, capped = passed_slots(schedule.spec, last.scheduled_at, horizon)
             plan = plan_boot_backfill(slots, schedule.backfill, capped)
             # A last slot ahead of now (the clock stepped back across a restart) must not run
             # again: the live timer continues after whichever is newer.
-            start_from[schedule.name] = max(now, plan.last_planned or last.scheduled_at)
+            start_from[schedule.name] = max(horizon, plan.last_planned or last.scheduled_at)
             if plan.fire or plan.missed:
                 plans.append((schedule, plan))
                 logger.info(

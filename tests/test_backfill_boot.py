@@ -130,7 +130,7 @@ async def test_the_walk_is_capped_at_1000_slots_and_says_so(
     sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     await seed(sqlite_url, [row(at(0))])
-    clock = ManualClock(at(3000) + timedelta(seconds=1))
+    clock = ManualClock(at(3000) + timedelta(seconds=30))
     config = SchedulingConfig(database_url=sqlite_url, replica_id="new")
     with caplog.at_level(logging.INFO, logger="fastapi_voltro_schedules"):
         async with Scheduling([schedule("skip", [])], config=config, clock=clock).run() as s:
@@ -170,3 +170,27 @@ async def test_two_replicas_booting_at_once_catch_up_once(postgres_url: str) -> 
         (at(5), RunStatus.SUCCEEDED),
     ]
     assert all(r.coordination_outcome == "wonLock" for r in rows)
+
+
+async def test_a_slot_of_the_last_moments_is_left_to_the_live_timer(sqlite_url: str) -> None:
+    # Booting 1 s after 12:05: that slot is not downtime — a peer may be firing it right now —
+    # so the live timer claims and runs it; only 12:01 … 12:04 are the backfill's.
+    await seed(sqlite_url, [row(at(0))])
+    calls: list[datetime] = []
+    clock = ManualClock(at(5) + timedelta(seconds=1))
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="new")
+    async with Scheduling([schedule("skip", calls)], config=config, clock=clock).run() as s:
+
+        async def ran() -> bool:
+            return calls == [at(5)]
+
+        await wait_until(ran)
+        await anyio.sleep(0.05)
+        rows = await ledger(s.store)
+    assert [(r.scheduled_at, r.status) for r in rows] == [
+        (at(1), RunStatus.MISSED),
+        (at(2), RunStatus.MISSED),
+        (at(3), RunStatus.MISSED),
+        (at(4), RunStatus.MISSED),
+        (at(5), RunStatus.SUCCEEDED),
+    ]
