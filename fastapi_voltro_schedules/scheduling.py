@@ -167,9 +167,9 @@ class Scheduling:
         limit: int | None = None,
     ) -> RangePlan:
         """Check a range backfill without firing (raises when it would be refused)."""
-        schedule = self._require(name)
+        schedule = self.schedule(name)
         return await plan_range(
-            self._engine_or_fail().store, schedule, start, end, confirm=confirm, limit=limit
+            self.running_engine().store, schedule, start, end, confirm=confirm, limit=limit
         )
 
     async def backfill(
@@ -186,20 +186,22 @@ class Scheduling:
         ``manual`` runs. Refusals (:class:`BackfillRefusedError`) fire nothing."""
         plan = await self.plan_backfill(name, start, end, confirm=confirm, limit=limit)
         return await run_range(
-            self._engine_or_fail(),
-            self._require(name),
+            self.running_engine(),
+            self.schedule(name),
             plan,
             heartbeat_ms=self.config.schedule_heartbeat_ms,
             progress=progress,
         )
 
-    def _require(self, name: str) -> Schedule:
+    def schedule(self, name: str) -> Schedule:
+        """The schedule named ``name``; :class:`ScheduleNotFoundError` if there is none."""
         schedule = self.get(name)
         if schedule is None:
             raise ScheduleNotFoundError(name)
         return schedule
 
-    def _engine_or_fail(self) -> Engine:
+    def running_engine(self) -> Engine:
+        """The engine of the running scheduler; :class:`ConfigurationError` outside ``run``."""
         if self.engine is None:
             raise ConfigurationError(
                 "the scheduler is not running — call this inside `async with "
@@ -234,7 +236,7 @@ class Scheduling:
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
         says. Returns once the run row exists; the handler runs in the background."""
-        return await self._engine_or_fail().fire_now(self._require(name))
+        return await self.running_engine().fire_now(self.schedule(name))
 
     async def _boot(self, app: FastAPI | None) -> Store:
         from .migrations import ensure_schema

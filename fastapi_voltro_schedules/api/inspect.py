@@ -172,8 +172,8 @@ async def backfill(name: str, body: BackfillRequest, request: Request) -> Stream
     plan = await scheduling.plan_backfill(
         name, body.start, body.end, confirm=body.confirm, limit=body.limit
     )
-    engine = scheduling._engine_or_fail()
-    schedule = scheduling._require(name)
+    engine = scheduling.running_engine()
+    schedule = scheduling.schedule(name)
     await _refuse_if_running(scheduling, plan)
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=16)
 
