@@ -20,17 +20,16 @@ from typing import Any
 from bench.common import (
     GRACE_SECONDS,
     Firings,
+    boot_figures,
     ceil_second,
     cpu_seconds,
-    current_rss_mb,
-    emit,
     herd_figures,
     idle_window,
     measure_idle,
     next_minute_slot,
-    params_from_argv,
     sleep_until,
     steady_figures,
+    worker_main,
 )
 
 T_IMPORT0 = time.time()
@@ -119,22 +118,14 @@ async def boot(p: dict[str, Any]) -> dict[str, Any]:
     await asyncio.sleep(0)
     armed = time.time()
     scheduler.shutdown(wait=False)
-    return {
-        "boot_s": armed - p["launch"],
-        "interpreter_and_imports_s": schedules_start - p["launch"],
-        "imports_s": schedules_start - T_IMPORT0,
-        "define_s": t_defined - schedules_start,
-        "arm_s": armed - t_defined,
-        "rss_mb": current_rss_mb(),
-    }
+    return boot_figures(p["launch"], T_IMPORT0, schedules_start, t_defined, armed)
 
 
 WORKLOADS = {"steady": steady, "herd": herd, "idle": idle, "boot": boot}
 
 
 def main() -> None:
-    workload, params = params_from_argv()
-    emit(asyncio.run(WORKLOADS[workload](params)))
+    worker_main(WORKLOADS)
 
 
 if __name__ == "__main__":

@@ -154,3 +154,25 @@ def next_minute_slot(second: int, after: float) -> float:
     while base <= after:
         base += 60
     return float(base)
+
+
+def boot_figures(
+    launch: float, imported: float, schedules_start: float, defined: float, armed: float
+) -> dict[str, Any]:
+    """The boot workload's figures, the same split for every system."""
+    return {
+        "boot_s": armed - launch,
+        "interpreter_and_imports_s": schedules_start - launch,
+        "imports_s": schedules_start - imported,
+        "define_s": defined - schedules_start,
+        "arm_s": armed - defined,
+        "rss_mb": current_rss_mb(),
+    }
+
+
+def worker_main(workloads: dict[str, Any]) -> None:
+    """A worker's entry point: run the workload named on the command line, print its JSON."""
+    import asyncio
+
+    workload, params = params_from_argv()
+    emit(asyncio.run(workloads[workload](params)))

@@ -21,17 +21,17 @@ from typing import Any
 from bench.common import (
     GRACE_SECONDS,
     Firings,
+    boot_figures,
     ceil_second,
     cpu_seconds,
-    current_rss_mb,
     emit,
     herd_figures,
     idle_window,
     measure_idle,
     next_minute_slot,
-    params_from_argv,
     sleep_until,
     steady_figures,
+    worker_main,
 )
 
 T_IMPORT0 = time.time()
@@ -192,14 +192,7 @@ async def boot(p: dict[str, Any]) -> dict[str, Any]:
     t_defined = time.time()
     async with scheduling.run():
         armed = time.time()
-        result = {
-            "boot_s": armed - p["launch"],
-            "interpreter_and_imports_s": schedules_start - p["launch"],
-            "imports_s": schedules_start - T_IMPORT0,
-            "define_s": t_defined - schedules_start,
-            "arm_s": armed - t_defined,
-            "rss_mb": current_rss_mb(),
-        }
+        result = boot_figures(p["launch"], T_IMPORT0, schedules_start, t_defined, armed)
         # Always leave hard: boot measures arming only, and a stop within the first moments
         # (the first retention sweep still on its connection) once hung asyncio.run's exit on
         # a pending aiosqlite graceful close — reported, not worked around in the package.
@@ -211,9 +204,7 @@ WORKLOADS = {"steady": steady, "herd": herd, "idle": idle, "boot": boot}
 
 
 def main() -> None:
-    workload, params = params_from_argv()
-    result = asyncio.run(WORKLOADS[workload](params))
-    emit(result)
+    worker_main(WORKLOADS)
 
 
 if __name__ == "__main__":
