@@ -17,13 +17,12 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support.servers import REPO, free_port
+from support.servers import REPO, Server, free_port
 from typer.testing import CliRunner
 
 from fastapi_voltro_schedules import cli, devtokens
@@ -376,20 +375,6 @@ def voltro_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "fastapi_voltro_schedules"]
 
 
-@dataclass
-class Running:
-    process: subprocess.Popen[str]
-    port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-
 def _stop_group(process: subprocess.Popen[str]) -> None:
     """SIGTERM the whole process group (uvicorn's reloader and its child), then SIGKILL."""
     if process.poll() is None or _group_alive(process.pid):
@@ -427,7 +412,7 @@ def voltro_server(
     *,
     name: str = "voltro",
     timeout: float = 40.0,
-) -> Iterator[Running]:
+) -> Iterator[Server]:
     """``voltro <args> --port <free>`` in its own session (so the reloader and its child form
     one process group); waits until /openapi.json answers, SIGTERMs the group after."""
     port = free_port()
@@ -444,7 +429,7 @@ def voltro_server(
             text=True,
             start_new_session=True,
         )
-    running = Running(process, port, log_path)
+    running = Server(process, port, log_path)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -462,7 +447,7 @@ def voltro_server(
         _stop_group(process)
 
 
-def assert_graceful(server: Running) -> None:
+def assert_graceful(server: Server) -> None:
     """SIGTERM shut the app down cleanly (uvicorn re-raises the signal once it is done)."""
     log = server.log()
     assert "Application shutdown complete." in log, log
