@@ -33,6 +33,7 @@ from .enums import (
     Trigger,
 )
 from .errors import StoreUnavailableError
+from .ledger import new_row, record_missed_slots
 from .logs import logger
 from .models import claim_key
 from .planning import (
@@ -44,7 +45,7 @@ from .planning import (
     plan_fall_behind,
 )
 from .runner import Runner
-from .store import RunRecord, new_run_id
+from .store import RunRecord
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -368,7 +369,7 @@ class Engine:
                 # In-process chain: serialise behind this process's run of the schedule.
                 await self._in_flight.lock(schedule.name).acquire()
         now = self.clock.now()
-        run = self._row(schedule, scheduled_at, RunStatus.RUNNING, trigger, outcome, now)
+        run = self.new_row(schedule, scheduled_at, RunStatus.RUNNING, trigger, outcome, now)
         try:
             await self.runner.ledger.insert(run)
         except StoreUnavailableError as exc:
@@ -465,7 +466,7 @@ class Engine:
             logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
         return skipped
 
-    def _row(
+    def new_row(
         self,
         schedule: Schedule,
         scheduled_at: datetime,
@@ -474,19 +475,8 @@ class Engine:
         outcome: CoordinationOutcome,
         now: datetime,
     ) -> RunRecord:
-        """A new ledger row written by this replica. A ``missed`` slot never fired (no
-        ``fired_at``); a terminal row is finished the moment it is written."""
-        return RunRecord(
-            id=new_run_id(),
-            name=schedule.name,
-            scheduled_at=scheduled_at,
-            status=status,
-            trigger=trigger,
-            coordination_outcome=outcome,
-            fired_at=None if status is RunStatus.MISSED else now,
-            finished_at=now if status.terminal else None,
-            replica_id=self.replica_id,
-        )
+        """A new ledger row written by this replica (see :func:`ledger.new_row`)."""
+        return new_row(schedule.name, scheduled_at, status, trigger, outcome, now, self.replica_id)
 
     def _held_here(self, schedule: Schedule) -> RunRecord | None:
         return next(iter(self._in_flight.runs[schedule.name].values()), None)
@@ -508,7 +498,7 @@ class Engine:
             holder.replica_id,
             int((now - seen).total_seconds() * 1000),
         )
-        return self._row(schedule, scheduled_at, RunStatus.SKIPPED, trigger, outcome, now)
+        return self.new_row(schedule, scheduled_at, RunStatus.SKIPPED, trigger, outcome, now)
 
     async def _live_among(
         self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime
@@ -596,7 +586,7 @@ class Engine:
                         self._skipped_row(schedule, slot, Trigger.SELF, outcome, holder, now)
                     )
                     continue
-            run = self._row(schedule, slot, RunStatus.RUNNING, Trigger.SELF, outcome, now)
+            run = self.new_row(schedule, slot, RunStatus.RUNNING, Trigger.SELF, outcome, now)
             rows.append(run)
             starts.append((schedule, run))
         try:
@@ -631,22 +621,18 @@ class Engine:
         self, schedule: Schedule, slots: list[datetime], trigger: Trigger
     ) -> None:
         """Record slots nobody ran as ``missed`` (once across replicas under advisoryLock)."""
-        outcome = (
-            CoordinationOutcome.SINGLE
-            if self.coordination is Coordination.SINGLE
-            else CoordinationOutcome.WON_LOCK
-        )
+        single = self.coordination is Coordination.SINGLE
+        outcome = CoordinationOutcome.SINGLE if single else CoordinationOutcome.WON_LOCK
         try:
-            if self.coordination is not Coordination.SINGLE:
-                keys = {claim_key(schedule.name, slot): slot for slot in slots}
-                won = await self.store.claim_many(list(keys), self.replica_id, self.clock.now())
-                slots = [slot for key, slot in keys.items() if key in won]
-            now = self.clock.now()
-            await self.store.insert_runs(
-                [
-                    self._row(schedule, slot, RunStatus.MISSED, trigger, outcome, now)
-                    for slot in slots
-                ]
+            slots = await record_missed_slots(
+                self.store,
+                schedule,
+                slots,
+                trigger,
+                outcome,
+                replica_id=self.replica_id,
+                now=self.clock.now(),
+                claim=not single,
             )
         except StoreUnavailableError as exc:
             logger.warning(

@@ -45,11 +45,10 @@ from .engine import Verdict
 from .enums import CoordinationOutcome, ExternalMissedPolicy, RunStatus, Trigger, TriggerMode
 from .errors import StoreUnavailableError
 from .external import closes_at
+from .ledger import new_row, record_missed_slots
 from .logs import logger
 from .metrics import SchedulerMetrics, default_metrics
-from .models import claim_key
 from .planning import passed_slots
-from .store import RunRecord, new_run_id
 
 if TYPE_CHECKING:
     from .definition import Schedule
@@ -205,27 +204,20 @@ class ExternalMissedWatcher:
             self.policy.value,
         )
 
-    def _missed_row(self, schedule: Schedule, slot: datetime) -> RunRecord:
-        return RunRecord(
-            id=new_run_id(),
-            name=schedule.name,
-            scheduled_at=slot,
-            status=RunStatus.MISSED,
-            trigger=Trigger.EXTERNAL,
-            coordination_outcome=CoordinationOutcome.EXTERNAL,
-            finished_at=self.clock.now(),
-            replica_id=self.replica_id,
-        )
-
     async def _record(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
         store = self.scheduling.store
         if store is None:
             raise StoreUnavailableError("the scheduler's store is closed")
-        keys = {claim_key(schedule.name, slot): slot for slot in slots}
-        won = await store.claim_many(list(keys), self.replica_id, self.clock.now())
-        mine = [slot for key, slot in keys.items() if key in won]
-        await store.insert_runs([self._missed_row(schedule, slot) for slot in mine])
-        return mine
+        return await record_missed_slots(
+            store,
+            schedule,
+            slots,
+            Trigger.EXTERNAL,
+            CoordinationOutcome.EXTERNAL,
+            replica_id=self.replica_id,
+            now=self.clock.now(),
+            claim=True,
+        )
 
     async def _record_and_run(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
         engine, store = self.scheduling.engine, self.scheduling.store
@@ -246,6 +238,16 @@ class ExternalMissedWatcher:
                 engine.start(schedule, admission.run)
             # The claim is ours. The missed row's id is minted after the run's, so a duplicate
             # arrival (which reports the oldest row of the slot) follows the run.
-            await store.insert_run(self._missed_row(schedule, slot))
+            await store.insert_run(
+                new_row(
+                    schedule.name,
+                    slot,
+                    RunStatus.MISSED,
+                    Trigger.EXTERNAL,
+                    CoordinationOutcome.EXTERNAL,
+                    self.clock.now(),
+                    self.replica_id,
+                )
+            )
             recorded.append(slot)
         return recorded

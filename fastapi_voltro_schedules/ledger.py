@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from .batching import GroupCommit
 from .clock import Clock
-from .store import RunOutcome, RunRecord, Store
+from .enums import CoordinationOutcome, RunStatus, Trigger
+from .models import claim_key
+from .store import RunOutcome, RunRecord, Store, new_run_id
+
+if TYPE_CHECKING:
+    from .definition import Schedule
 
 
 class Ledger:
@@ -56,3 +62,52 @@ class Ledger:
 
     def _now(self) -> datetime:
         return self.clock.now()
+
+
+def new_row(
+    name: str,
+    scheduled_at: datetime,
+    status: RunStatus,
+    trigger: Trigger,
+    outcome: CoordinationOutcome,
+    now: datetime,
+    replica_id: str,
+) -> RunRecord:
+    """A new ledger row. A ``missed`` slot never fired (no ``fired_at``); a terminal row is
+    finished the moment it is written."""
+    return RunRecord(
+        id=new_run_id(),
+        name=name,
+        scheduled_at=scheduled_at,
+        status=status,
+        trigger=trigger,
+        coordination_outcome=outcome,
+        fired_at=None if status is RunStatus.MISSED else now,
+        finished_at=now if status.terminal else None,
+        replica_id=replica_id,
+    )
+
+
+async def record_missed_slots(
+    store: Store,
+    schedule: Schedule,
+    slots: list[datetime],
+    trigger: Trigger,
+    outcome: CoordinationOutcome,
+    *,
+    replica_id: str,
+    now: datetime,
+    claim: bool,
+) -> list[datetime]:
+    """Write ``missed`` rows for ``slots`` — with ``claim``, only for the slots this call wins,
+    so every replica that reads a gap records it once between them. Returns the slots
+    recorded; raises ``StoreUnavailableError``."""
+    if claim:
+        keys = {claim_key(schedule.name, slot): slot for slot in slots}
+        won = await store.claim_many(list(keys), replica_id, now)
+        slots = [slot for key, slot in keys.items() if key in won]
+    missed = RunStatus.MISSED
+    await store.insert_runs(
+        [new_row(schedule.name, s, missed, trigger, outcome, now, replica_id) for s in slots]
+    )
+    return slots
