@@ -11,7 +11,6 @@ silently.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 from collections import defaultdict
@@ -45,7 +44,7 @@ from .planning import (
     plan_fall_behind,
 )
 from .runner import Runner
-from .store import RunRecord
+from .store import RunOutcome, RunRecord
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -155,9 +154,7 @@ class Engine:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def supervise(
-        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def supervise(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Catch up on slots missed while down, arm every schedule, keep firing until
         :meth:`stop`."""
         try:
@@ -402,9 +399,7 @@ class Engine:
             nonlocal released
             if not released:
                 released = True
-                self._finishing.add(run.id)
-                self._in_flight.remove(run)
-                self._release_queue(schedule, run.trigger)
+                self._handler_done(schedule, run)
 
         try:
             return await self.runner.execute(schedule, run, release)
@@ -602,20 +597,18 @@ class Engine:
             await self._execute_all(starts)
 
     async def _execute_all(self, starts: list[tuple[Schedule, RunRecord]]) -> None:
-        # One structured task for the whole herd, its runs as plain asyncio tasks under it:
-        # spawning 10,000 anyio tasks costs ~0.4 s before the first handler starts; plain
-        # tasks cost a tenth of that, and cancelling this task (shutdown) still cancels them.
-        tasks = [asyncio.ensure_future(self._execute(schedule, run)) for schedule, run in starts]
-        try:
-            await asyncio.wait(tasks)
-        except asyncio.CancelledError:
-            # Cancel each run exactly once and let it record `shutdown` (gather would re-cancel
-            # them every time anyio re-delivers the cancellation to us).
-            for task in tasks:
-                task.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait(tasks)
-            raise
+        await self.runner.execute_many(starts, self._handler_done, self._recorded)
+
+    def _handler_done(self, schedule: Schedule, run: RunRecord) -> None:
+        # The overlap rule looks at handlers, not at pending writes: from here the run no
+        # longer holds its schedule, and a row read `running` meanwhile is not a live run.
+        self._finishing.add(run.id)
+        self._in_flight.remove(run)
+        self._release_queue(schedule, run.trigger)
+
+    def _recorded(self, outcomes: Sequence[RunOutcome]) -> None:
+        for outcome in outcomes:
+            self._finishing.discard(outcome.run_id)
 
     async def record_missed(
         self, schedule: Schedule, slots: list[datetime], trigger: Trigger

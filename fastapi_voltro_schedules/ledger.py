@@ -39,8 +39,8 @@ class Ledger:
     async def insert(self, run: RunRecord) -> None:
         await self._inserts.submit(run)
 
-    async def finish(self, outcome: RunOutcome) -> None:
-        await self._finishes.submit(outcome)
+    async def finish_many(self, outcomes: Sequence[RunOutcome]) -> None:
+        await self._finishes.submit_many(outcomes)
 
     async def _claim_many(self, keys: list[str]) -> Sequence[bool]:
         won = await self.store.claim_many(keys, self.replica_id, self._now())
