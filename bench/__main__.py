@@ -74,19 +74,13 @@ def main(argv: list[str] | None = None) -> None:
         extra = ["--postgres-url", args.postgres_url] if args.postgres_url else []
         for title, module, module_args in (
             ("range backfill  1,000 slots", "bench.range_backfill", extra),
-            (
-                "external trigger req/s and the 200-POST duplicate storm",
-                "bench.trigger_rps",
-                ["--seconds", "5" if args.quick else "10"],
-            ),
+            ("external trigger req/s and the 200-POST duplicate storm", "bench.trigger_rps",
+             ["--seconds", "5" if args.quick else "10"]),
         ):
             print(f"\n## {title}\n```")
             done = subprocess.run(
                 [sys.executable, "-m", module, *module_args],
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
+                capture_output=True, text=True, timeout=900, check=False,
             )
             print((done.stdout or done.stderr).rstrip())
             print("```")

@@ -40,9 +40,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _load(
-    client: httpx.AsyncClient, path: str, headers: dict[str, str], seconds: float, concurrency: int
-) -> tuple[float, Counter[int]]:
+async def _load(client: httpx.AsyncClient, path: str, headers: dict[str, str], seconds: float,
+                concurrency: int) -> tuple[float, Counter[int]]:
     codes: Counter[int] = Counter()
     stop = time.perf_counter() + seconds
 
@@ -107,22 +106,9 @@ def main() -> None:
             "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS": str(3_600_000),
         }
         server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "bench.trigger_app:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            cwd=tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         base = f"http://127.0.0.1:{port}"
         try:

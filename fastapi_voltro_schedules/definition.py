@@ -161,7 +161,7 @@ def _validate(
         )
     if not isinstance(cron, str) or not cron.strip():
         raise ScheduleDefinitionError(
-            f"{_prefix(name)}: cron={cron!r} is required — pass a five-field expression such as "
+            f'{_prefix(name)}: cron={cron!r} is required — pass a five-field expression such as '
             '"0 9 * * *" or a six-field one with leading seconds such as "*/30 * * * * *"'
         )
     tz = _validate_timezone(name, timezone)
@@ -191,7 +191,9 @@ def _validate(
             f"{_prefix(name)}: workflow name {workflow.name!r} is empty — name the workflow to "
             'start, e.g. WorkflowTarget(name="billing.dailyRollup")'
         )
-    trigger_mode = None if trigger is None else _choice(name, "trigger", trigger, TriggerMode)
+    trigger_mode = (
+        None if trigger is None else _choice(name, "trigger", trigger, TriggerMode)
+    )
     if trigger_mode is TriggerMode.EXTERNAL and spec.has_seconds:
         raise ScheduleDefinitionError(
             f'{_prefix(name)}: cron "{cron}" has a seconds field, but trigger="external" — '
@@ -320,6 +322,8 @@ def define_schedule(
                 f"{_prefix(name)}: @define_schedule(...) was applied to {fn!r}, which is not a "
                 "handler — decorate an `async def` or `def` function taking a ScheduleContext"
             )
-        return Schedule(handler=fn, module=getattr(fn, "__module__", None) or module, **fields)
+        return Schedule(
+            handler=fn, module=getattr(fn, "__module__", None) or module, **fields
+        )
 
     return decorate

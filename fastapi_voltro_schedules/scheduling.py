@@ -213,7 +213,9 @@ class Scheduling:
         config = self.config
         runner = Runner(
             ledger=Ledger(store, self.clock, config.replica_id),
-            watchdog=Watchdog(self.clock, store, config.replica_id, config.schedule_heartbeat_ms),
+            watchdog=Watchdog(
+                self.clock, store, config.replica_id, config.schedule_heartbeat_ms
+            ),
             clock=self.clock,
             app=self.app,
             workflows=self.workflows,

@@ -274,7 +274,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def succeeded_slots(self, name: str, after: datetime, until: datetime) -> set[datetime]:
+    async def succeeded_slots(
+        self, name: str, after: datetime, until: datetime
+    ) -> set[datetime]:
         """The ``scheduled_at`` of ``name``'s ``succeeded`` runs in ``(after, until]``, any
         trigger — what an operator is about to run again with a range backfill."""
 

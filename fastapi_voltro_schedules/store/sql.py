@@ -417,7 +417,9 @@ class SQLStore(Store):
         rows = await self._read_runs("run_for_slot", q.run_for_slot(name, scheduled_at, trigger))
         return rows[0] if rows else None
 
-    async def succeeded_slots(self, name: str, after: datetime, until: datetime) -> set[datetime]:
+    async def succeeded_slots(
+        self, name: str, after: datetime, until: datetime
+    ) -> set[datetime]:
         stmt = q.succeeded_slots(name, _aware(after, "after"), _aware(until, "until"))
 
         async def work(conn: AsyncConnection) -> set[datetime]:
