@@ -30,30 +30,21 @@ class GroupCommit(Generic[T, R]):
         self._lock = asyncio.Lock()
 
     async def submit(self, item: T) -> R:
-        return (await self.submit_many([item]))[0]
-
-    async def submit_many(self, items: Sequence[T]) -> list[R]:
-        """Submit several items at once; they share a flush with whatever else is pending."""
-        if not items:
-            return []
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[R]] = [loop.create_future() for _ in items]
-        self._pending.extend(zip(items, futures, strict=True))
-        last = futures[-1]
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
         # FIFO lock: whoever holds it flushes everything pending; later holders usually find
-        # their own futures already answered and leave at once.
+        # their own future already answered and leave at once.
         async with self._lock:
-            while not last.done():
+            while not future.done():
                 batch = self._pending[: self._max_batch]
                 del self._pending[: len(batch)]
                 try:
                     await self._run(batch)
                 except BaseException:
-                    for future in futures:
-                        if future.done() and not future.cancelled():
-                            future.exception()  # ours: raised right here instead of awaited
+                    if future.done() and not future.cancelled():
+                        future.exception()  # ours: raised right here instead of awaited
                     raise
-        return [await future for future in futures]
+        return await future
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:

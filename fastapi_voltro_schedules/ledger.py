@@ -30,7 +30,8 @@ class Ledger:
         self.replica_id = replica_id
         self._claims: GroupCommit[str, bool] = GroupCommit(self._claim_many)
         self._inserts: GroupCommit[RunRecord, None] = GroupCommit(self._insert_many)
-        self._finishes: GroupCommit[RunOutcome, None] = GroupCommit(self._finish_many)
+        # A whole herd's outcomes are one item: one future per flush of the caller, not per row.
+        self._finishes: GroupCommit[Sequence[RunOutcome], None] = GroupCommit(self._finish_many)
 
     async def claim(self, key: str) -> bool:
         """Whether this replica won ``key`` (raises ``StoreUnavailableError``: fail closed)."""
@@ -40,7 +41,7 @@ class Ledger:
         await self._inserts.submit(run)
 
     async def finish_many(self, outcomes: Sequence[RunOutcome]) -> None:
-        await self._finishes.submit_many(outcomes)
+        await self._finishes.submit(outcomes)
 
     async def _claim_many(self, keys: list[str]) -> Sequence[bool]:
         won = await self.store.claim_many(keys, self.replica_id, self._now())
@@ -56,9 +57,9 @@ class Ledger:
         await self.store.insert_runs(runs)
         return [None] * len(runs)
 
-    async def _finish_many(self, outcomes: list[RunOutcome]) -> Sequence[None]:
-        await self.store.finish_runs(outcomes, self.replica_id)
-        return [None] * len(outcomes)
+    async def _finish_many(self, batches: list[Sequence[RunOutcome]]) -> Sequence[None]:
+        await self.store.finish_runs([o for batch in batches for o in batch], self.replica_id)
+        return [None] * len(batches)
 
     def _now(self) -> datetime:
         return self.clock.now()
@@ -72,11 +73,12 @@ def new_row(
     outcome: CoordinationOutcome,
     now: datetime,
     replica_id: str,
+    run_id: str | None = None,
 ) -> RunRecord:
     """A new ledger row. A ``missed`` slot never fired (no ``fired_at``); a terminal row is
     finished the moment it is written."""
     return RunRecord(
-        id=new_run_id(),
+        id=new_run_id() if run_id is None else run_id,
         name=name,
         scheduled_at=scheduled_at,
         status=status,

@@ -23,6 +23,21 @@ voltro_metadata = MetaData()
 """The metadata holding ``_voltro_schedule_runs`` and ``_voltro_schedule_claims``."""
 
 
+def bind_utc(value: datetime | None, dialect_name: str) -> Any:
+    """An aware instant as the driver of ``dialect_name`` takes it (what ``UTCDateTime``
+    binds): ISO-8601 UTC text on SQLite, naive UTC on MySQL/MariaDB, aware on Postgres."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: the ledger stores aware UTC instants")
+    value = value.astimezone(UTC)
+    if dialect_name == "sqlite":
+        return value.isoformat(timespec="microseconds")
+    if dialect_name in ("mysql", "mariadb"):
+        return value.replace(tzinfo=None)
+    return value
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """An aware UTC datetime on every dialect.
 
@@ -42,16 +57,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime(timezone=True))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: the ledger stores aware UTC instants")
-        value = value.astimezone(UTC)
-        if dialect.name == "sqlite":
-            return value.isoformat(timespec="microseconds")
-        if dialect.name in ("mysql", "mariadb"):
-            return value.replace(tzinfo=None)
-        return value
+        return bind_utc(value, dialect.name)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:

@@ -91,65 +91,13 @@ class Runner:
         await self._finish([outcome])
         return outcome.status
 
-    async def execute_many(
+    def batch(
         self,
-        runs: Sequence[tuple[Schedule, RunRecord]],
         handler_done: Callable[[Schedule, RunRecord], None],
         recorded: Callable[[Sequence[RunOutcome]], None],
-    ) -> None:
-        """Run many admitted firings at once (the herd) with the outcomes of :meth:`execute`.
-
-        Each handler is its own asyncio task, started here in one pass; everything around it is
-        done in bulk: a done-callback per run instead of a wrapping coroutine and cancel scope,
-        the watchdog cancels the task itself, and terminal writes are flushed in batches as
-        handlers end (``recorded`` is told after each flush). At 1,000 firings a second the
-        per-run wrapper cost more than the writes. Cancelling this call (shutdown) cancels the
-        handlers still running and records them ``failed/shutdown`` before it returns.
-        """
-        loop = asyncio.get_running_loop()
-        live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
-        ended: list[RunOutcome] = []
-        wake = asyncio.Event()
-
-        def done(task: asyncio.Task[None]) -> None:
-            schedule, run, watched = live.pop(task)
-            self.watchdog.unwatch(watched)
-            handler_done(schedule, run)
-            error = None if task.cancelled() else task.exception()
-            shutdown = task.cancelled() and not watched.timed_out
-            ended.append(self.outcome(schedule, run, watched, error, shutdown=shutdown))
-            wake.set()
-
-        for schedule, run in runs:
-            ctx = self.context(schedule, run)
-            task = loop.create_task(self._invoke(schedule, ctx))
-            watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel)
-            live[task] = (schedule, run, watched)
-            task.add_done_callback(done)
-
-        async def flush() -> None:
-            batch = ended[:]
-            ended.clear()
-            await self._finish(batch)
-            recorded(batch)
-
-        try:
-            while live or ended:
-                if ended:
-                    await flush()
-                else:
-                    wake.clear()
-                    await wake.wait()
-        except BaseException:
-            # Shutdown past the grace period: cancel what still runs, record it, then go.
-            with anyio.CancelScope(shield=True):
-                for task in list(live):
-                    task.cancel()
-                if live:
-                    await asyncio.wait(list(live))
-                while ended:
-                    await flush()
-            raise
+    ) -> RunBatch:
+        """A :class:`RunBatch` for the herd: runs started in bulk, outcomes recorded in bulk."""
+        return RunBatch(self, handler_done, recorded)
 
     def outcome(
         self,
@@ -226,3 +174,79 @@ def _is_async(schedule: Schedule) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
     )
+
+
+class RunBatch:
+    """Many admitted firings (the herd) run with the outcomes of :meth:`Runner.execute`.
+
+    Each handler is its own asyncio task; everything around it is done in bulk: a
+    done-callback per run instead of a wrapping coroutine and cancel scope, the watchdog
+    cancels the task itself, and terminal writes are flushed in batches as handlers end
+    (``recorded`` is told after each flush). At 1,000 firings a second the per-run wrapper cost
+    more than the writes. Runs are added with :meth:`start` once their rows are written;
+    :meth:`drain` writes the outcomes until :meth:`close` was called and every run ended.
+    Cancelling :meth:`drain` (shutdown) cancels the handlers still running and records them
+    ``failed/shutdown``.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        handler_done: Callable[[Schedule, RunRecord], None],
+        recorded: Callable[[Sequence[RunOutcome]], None],
+    ) -> None:
+        self._runner = runner
+        self._handler_done = handler_done
+        self._recorded = recorded
+        self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
+        self._ended: list[RunOutcome] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    def start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
+        """Start the handlers of ``runs`` (their ``running`` rows are written)."""
+        runner, loop = self._runner, asyncio.get_running_loop()
+        for schedule, run in runs:
+            ctx = runner.context(schedule, run)
+            task = loop.create_task(runner._invoke(schedule, ctx))
+            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel)
+            self._live[task] = (schedule, run, watched)
+            task.add_done_callback(self._done)
+
+    def close(self) -> None:
+        """No more runs: :meth:`drain` returns once the started ones are recorded."""
+        self._closed = True
+        self._wake.set()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        schedule, run, watched = self._live.pop(task)
+        self._runner.watchdog.unwatch(watched)
+        self._handler_done(schedule, run)
+        error = None if task.cancelled() else task.exception()
+        shutdown = task.cancelled() and not watched.timed_out
+        self._ended.append(self._runner.outcome(schedule, run, watched, error, shutdown=shutdown))
+        self._wake.set()
+
+    async def _flush(self) -> None:
+        ended, self._ended = self._ended, []
+        await self._runner._finish(ended)
+        self._recorded(ended)
+
+    async def drain(self) -> None:
+        try:
+            while self._live or self._ended or not self._closed:
+                if self._ended:
+                    await self._flush()
+                else:
+                    self._wake.clear()
+                    await self._wake.wait()
+        except BaseException:
+            # Shutdown past the grace period: cancel what still runs, record it, then go.
+            with anyio.CancelScope(shield=True):
+                for task in list(self._live):
+                    task.cancel()
+                if self._live:
+                    await asyncio.wait(list(self._live))
+                while self._ended:
+                    await self._flush()
+            raise

@@ -91,19 +91,3 @@ async def test_cancelling_the_flusher_does_not_strand_the_others() -> None:
     results = await asyncio.gather(*followers, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
 
-
-async def test_submit_many_shares_a_flush_and_answers_each_item() -> None:
-    batches: list[list[int]] = []
-
-    async def flush(items: list[int]) -> list[int]:
-        batches.append(items)
-        await asyncio.sleep(0.01)
-        return [-i for i in items]
-
-    gc: GroupCommit[int, int] = GroupCommit(flush, max_batch=4)
-    single, many = await asyncio.gather(gc.submit(100), gc.submit_many(list(range(10))))
-    assert single == -100
-    assert many == [-i for i in range(10)]
-    # The first flush is the lone single; the ten then go in max_batch-sized flushes, in order.
-    assert batches == [[100], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
-    assert await gc.submit_many([]) == []

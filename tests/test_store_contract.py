@@ -27,7 +27,13 @@ from support.stores import assert_pool_idle, open_store
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.errors import StoreUnavailableError
 from fastapi_voltro_schedules.models import claims_table, runs_table
-from fastapi_voltro_schedules.store import RunRecord, SQLStore, create_store, new_run_id
+from fastapi_voltro_schedules.store import (
+    RunRecord,
+    SQLStore,
+    create_store,
+    new_run_id,
+    new_run_ids,
+)
 from fastapi_voltro_schedules.store import statements as q
 
 T0 = datetime(2026, 5, 28, 9, 0, 0, 123456, tzinfo=UTC)
@@ -90,6 +96,15 @@ def test_new_run_id_is_unique_and_sorts_by_creation() -> None:
     assert ids == sorted(ids)
     assert all(i.startswith("sr_") and len(i) == 35 for i in ids)
     int(ids[0][3:], 16)
+
+
+def test_new_run_ids_in_bulk_continue_the_same_order() -> None:
+    # 70,000 in one call crosses the 65,536-per-millisecond sequence: it borrows the next ms.
+    ids = [new_run_id(), *new_run_ids(70_000), new_run_id(), *new_run_ids(3)]
+    assert len(set(ids)) == len(ids) == 70_005
+    assert ids == sorted(ids)
+    assert all(i.startswith("sr_") and len(i) == 35 for i in ids)
+    assert new_run_ids(0) == []
 
 
 async def test_dialect_name_and_multi_instance(store: SQLStore, store_url: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .base import RunOutcome, RunRecord, Store, new_run_id
+from .base import RunOutcome, RunRecord, Store, new_run_id, new_run_ids
 from .sql import DEFAULT_URL, SQLStore, make_engine
 
 
@@ -31,4 +31,12 @@ def create_store(
     return SQLStore(make_engine(url or DEFAULT_URL, **engine_options))
 
 
-__all__ = ["RunOutcome", "RunRecord", "SQLStore", "Store", "create_store", "new_run_id"]
+__all__ = [
+    "RunOutcome",
+    "RunRecord",
+    "SQLStore",
+    "Store",
+    "create_store",
+    "new_run_id",
+    "new_run_ids",
+]

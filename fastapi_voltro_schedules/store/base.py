@@ -39,19 +39,31 @@ def new_run_id() -> str:
     minted by one process sort in creation order even within a millisecond), then 64 random
     bits. Ids from different processes in the same millisecond are unique but unordered.
     """
+    return new_run_ids(1)[0]
+
+
+def new_run_ids(count: int) -> list[str]:
+    """``count`` run ids at once, in creation order (the herd mints 10,000 in one go: one lock
+    and one ``urandom`` call instead of one each)."""
+    if count <= 0:
+        return []
+    stamps: list[tuple[int, int]] = []
     with _id_lock:
         now_ms = time.time_ns() // 1_000_000
+        seq = 0
         if now_ms <= _id_last[0]:
-            now_ms = _id_last[0]
-            _id_last[1] += 1
-            if _id_last[1] > 0xFFFF:  # 65,536 ids in one ms: borrow the next millisecond
-                now_ms += 1
-                _id_last[1] = 0
-        else:
-            _id_last[1] = 0
-        _id_last[0] = now_ms
-        seq = _id_last[1]
-    return f"sr_{now_ms & 0xFFFF_FFFF_FFFF:012x}{seq:04x}{os.urandom(8).hex()}"
+            now_ms, seq = _id_last[0], _id_last[1] + 1
+        for _ in range(count):
+            if seq > 0xFFFF:  # 65,536 ids in one ms: borrow the next millisecond
+                now_ms, seq = now_ms + 1, 0
+            stamps.append((now_ms, seq))
+            seq += 1
+        _id_last[0], _id_last[1] = now_ms, seq - 1
+    noise = os.urandom(8 * count).hex()
+    return [
+        f"sr_{ms & 0xFFFF_FFFF_FFFF:012x}{sq:04x}{noise[16 * i : 16 * i + 16]}"
+        for i, (ms, sq) in enumerate(stamps)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

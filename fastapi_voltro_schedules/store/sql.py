@@ -11,7 +11,7 @@ import contextlib
 import logging
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -20,6 +20,7 @@ from sqlalchemy import event, exc, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.dml import Insert, Update
 
 from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
@@ -158,6 +159,7 @@ class SQLStore(Store):
         # arbitrates between processes.
         sqlite_file = engine.dialect.name == "sqlite" and not self._memory
         self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite_file else None
+        self._driver_statements: dict[str, q.DriverStatement] = {}
 
     @property
     def engine(self) -> AsyncEngine:
@@ -264,6 +266,10 @@ class SQLStore(Store):
 
         async def work(conn: AsyncConnection) -> set[str]:
             dialect = conn.dialect
+            if dialect.name == "postgresql":
+                params = {"keys": chunk, "replica_id": replica_id, "claimed_at": claimed_at}
+                result = await conn.execute(q.claim_insert_array(), params)
+                return set(result.scalars())
             if dialect.insert_returning:
                 result = await conn.execute(q.claim_insert(dialect.name, rows))
                 return set(result.scalars())
@@ -330,17 +336,28 @@ class SQLStore(Store):
     async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
         if not runs:
             return
-        rows = [r.to_row() for r in runs]
         for r in runs:
             _aware(r.scheduled_at, "scheduled_at")
+        await self._executemany("insert_runs", q.insert_runs, [r.to_row() for r in runs])
 
-        stmt = q.insert_runs()
+    async def _executemany(
+        self,
+        op: str,
+        build: Callable[[], Insert | Update],
+        values: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """One hot statement over many rows, with plain tuples on the driver (see
+        :class:`statements.DriverStatement`), in chunks of ``RUN_CHUNK`` rows."""
+        stmt = self._driver_statements.get(op)
+        if stmt is None:
+            stmt = self._driver_statements[op] = q.driver_statement(build(), self.engine.dialect)
+        rows = stmt.rows(values, self.engine.dialect.name)
 
         async def work(conn: AsyncConnection) -> None:
             for start in range(0, len(rows), q.RUN_CHUNK):
-                await conn.execute(stmt, rows[start : start + q.RUN_CHUNK])
+                await conn.exec_driver_sql(stmt.sql, rows[start : start + q.RUN_CHUNK])
 
-        await self._attempt("insert_runs", work)
+        await self._attempt(op, work)
 
     async def update_run(
         self,
@@ -376,12 +393,7 @@ class SQLStore(Store):
             }
             for o in outcomes
         ]
-        stmt = q.finish_update()
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(stmt, params)
-
-        await self._attempt("finish_runs", work)
+        await self._executemany("finish_runs", q.finish_update, params)
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
         _aware(at, "at")
