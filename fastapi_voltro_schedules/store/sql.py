@@ -11,6 +11,7 @@ import contextlib
 import logging
 import random
 import re
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -252,10 +253,17 @@ class SQLStore(Store):
         for key in keys:
             if len(key) > MAX_KEY_LENGTH:
                 raise ValueError(f"claim key longer than {MAX_KEY_LENGTH} characters: {key!r}")
-        ordered = sorted(set(keys))  # one global lock order across concurrent batches
+        # Each statement locks its keys in sorted order, so concurrent batches cannot deadlock.
+        ordered = sorted(set(keys))
+        chunks = [ordered[i : i + q.CLAIM_CHUNK] for i in range(0, len(ordered), q.CLAIM_CHUNK)]
+        # Replicas claiming the same herd start at different chunks: in lockstep they would
+        # queue behind each other's uncommitted inserts key by key; this way each claims its
+        # own stretch in parallel and finds the rest already decided.
+        if len(chunks) > 1:
+            first = zlib.crc32(replica_id.encode()) % len(chunks)
+            chunks = chunks[first:] + chunks[:first]
         won: set[str] = set()
-        for start in range(0, len(ordered), q.CLAIM_CHUNK):
-            chunk = ordered[start : start + q.CLAIM_CHUNK]
+        for chunk in chunks:
             won |= await self._attempt("claim", self._claim_chunk(chunk, replica_id, claimed_at))
         return won
 
@@ -338,7 +346,22 @@ class SQLStore(Store):
             return
         for r in runs:
             _aware(r.scheduled_at, "scheduled_at")
-        await self._executemany("insert_runs", q.insert_runs, [r.to_row() for r in runs])
+        rows = [r.to_row() for r in runs]
+        if self.engine.dialect.name == "postgresql":
+            await self._execute_columns("insert_runs", q.insert_runs_array(), rows)
+        else:
+            await self._executemany("insert_runs", q.insert_runs, rows)
+
+    async def _execute_columns(
+        self, op: str, stmt: Any, rows: Sequence[Mapping[str, Any]], **scalars: Any
+    ) -> None:
+        """Postgres: one statement over many rows, each column passed as one array."""
+        columns = {name: [row[name] for row in rows] for name in rows[0]}
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(stmt, columns | scalars)
+
+        await self._attempt(op, work)
 
     async def _executemany(
         self,
@@ -393,7 +416,13 @@ class SQLStore(Store):
             }
             for o in outcomes
         ]
-        await self._executemany("finish_runs", q.finish_update, params)
+        if self.engine.dialect.name == "postgresql":
+            for p in params:
+                del p["b_replica"]
+            stmt = q.finish_update_array()
+            await self._execute_columns("finish_runs", stmt, params, b_replica=replica_id)
+        else:
+            await self._executemany("finish_runs", q.finish_update, params)
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
         _aware(at, "at")
@@ -455,7 +484,8 @@ class SQLStore(Store):
         found: list[RunRecord] = []
         for start in range(0, len(names), q.NAME_CHUNK):
             chunk = names[start : start + q.NAME_CHUNK]
-            found += await self._read_runs("live_runs", q.runs_in_status(chunk, statuses))
+            stmt = q.runs_in_status(chunk, statuses, self.engine.dialect.name)
+            found += await self._read_runs("live_runs", stmt)
         return found
 
     async def queued_runs(self, name: str) -> list[RunRecord]:

@@ -33,7 +33,10 @@ from sqlalchemy import (
     Delete,
     Insert,
     Select,
+    String,
+    Text,
     Update,
+    any_,
     bindparam,
     delete,
     func,
@@ -231,6 +234,36 @@ def driver_statement(stmt: Insert | Update, dialect: Dialect) -> DriverStatement
     return DriverStatement(compiled.string, names, constants, datetimes)
 
 
+def _pg_array_type(column_name: str) -> str:
+    kind = runs_table.c[column_name].type
+    if isinstance(kind, UTCDateTime):
+        return "TIMESTAMPTZ[]"
+    return "TEXT[]" if isinstance(kind, Text) else "VARCHAR[]"
+
+
+def insert_runs_array() -> TextClause:
+    """Postgres: many run rows in one ``INSERT … SELECT FROM unnest(<one array per column>)``
+    — one statement and one plan instead of a protocol round of ``executemany`` per row."""
+    columns = [c.name for c in runs_table.c]
+    casts = ", ".join(f"CAST(:{n} AS {_pg_array_type(n)})" for n in columns)
+    quoted = ", ".join(f'"{n}"' for n in columns)
+    return text(f"INSERT INTO {runs_table.name} ({quoted}) SELECT * FROM unnest({casts})")
+
+
+def finish_update_array() -> TextClause:
+    """Postgres: :func:`finish_update` for many rows as one ``UPDATE … FROM unnest(…)``, each
+    row still guarded by its own ``status = 'running' AND replica_id`` condition."""
+    return text(
+        f"UPDATE {runs_table.name} AS r SET status = u.status, finished_at = u.finished_at, "
+        "error_tag = u.error_tag, error_message = u.error_message "
+        "FROM unnest(CAST(:b_id AS VARCHAR[]), CAST(:b_status AS VARCHAR[]), "
+        "CAST(:b_finished AS TIMESTAMPTZ[]), CAST(:b_tag AS VARCHAR[]), "
+        "CAST(:b_message AS TEXT[])) AS u(id, status, finished_at, error_tag, error_message) "
+        f"WHERE r.id = u.id AND r.status = '{RunStatus.RUNNING.value}' "
+        "AND r.replica_id = :b_replica"
+    )
+
+
 def finish_update() -> Update:
     """The terminal write of many runs in one ``executemany``: ``UPDATE runs SET status,
     finished_at, error_tag, error_message WHERE id = :b_id AND status = 'running' AND
@@ -313,11 +346,20 @@ def list_runs(name: str | None, limit: int, before: datetime | None) -> Select[A
     return stmt
 
 
-def runs_in_status(names: Collection[str], statuses: Collection[RunStatus]) -> Select[Any]:
+def runs_in_status(
+    names: Collection[str], statuses: Collection[RunStatus], dialect_name: str = ""
+) -> Select[Any]:
     c = runs_table.c
+    # Postgres takes the names as one array: the statement stays the same for any count,
+    # where an expanding IN list is re-rendered (and re-planned) for every new length.
+    named = (
+        c.name == any_(bindparam("names", list(names), type_=postgresql.ARRAY(String)))
+        if dialect_name == "postgresql"
+        else c.name.in_(list(names))
+    )
     return (
         select_runs()
-        .where(c.name.in_(list(names)), c.status.in_([s.value for s in statuses]))
+        .where(named, c.status.in_([s.value for s in statuses]))
         .order_by(c.scheduled_at, c.id)
     )
 
