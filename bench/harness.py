@@ -49,6 +49,9 @@ class System:
     store: str = "sqlite"
     """``sqlite`` (a fresh file per run), ``postgres`` or ``memory`` (no URL)."""
     replicas: int = 1
+    gc_freeze: bool = False
+    """Ours only: the worker calls ``gc.freeze()`` once armed, as an app may in its lifespan
+    (not a default of the package: it changes the whole process's collector)."""
 
     @property
     def python(self) -> str:
@@ -61,6 +64,9 @@ OURS_SQLITE = System("ours-sqlite", "ours, SQLite ledger", "bench.ours")
 OURS_PG = System("ours-pg", "ours, Postgres ledger", "bench.ours", store="postgres")
 OURS_PG3 = System(
     "ours-pg×3", "ours, Postgres ×3 replicas", "bench.ours", store="postgres", replicas=3
+)
+OURS_SQLITE_FROZEN = System(
+    "ours-sqlite-frozen", "ours, SQLite ledger, app calls gc.freeze()", "bench.ours", gc_freeze=True
 )
 APS3 = System("aps3", "APScheduler 3, memory store", "bench.aps3", "aps3", store="memory")
 APS4 = System("aps4", "APScheduler 4, SQLite store", "bench.aps4", "aps4")
@@ -170,6 +176,8 @@ def run_worker(
         for replica in range(system.replicas):
             log = cfg.logs / f"{system.key}-{workload}-{next(_counter)}-r{replica}.log"
             p = {**params, "url": url, "launch": time.time(), "graceful": cfg.graceful}
+            if system.gc_freeze:
+                p["gc_freeze"] = True
             with open(log, "w") as err:
                 proc = subprocess.Popen(
                     [system.python, "-m", system.module, workload, json.dumps(p)],
@@ -344,7 +352,12 @@ def run_steady(
             single=runs == 1,
             target=target,
         )
-        for system in cfg.systems():
+        systems = cfg.systems()
+        if n == 1_000 and not cfg.graceful:
+            # The same engine with CPython's full collections kept off the startup heap: shows
+            # how much of the p99 is the collector (see bench/README.md), beside the default.
+            systems.insert(1, OURS_SQLITE_FROZEN)
+        for system in systems:
             for i in range(runs):
                 cfg.progress(f"steady N={n:,} {system.key} run {i + 1}/{runs}")
                 boot_allowance = 240 if system.key == "aps4" else 60
@@ -480,7 +493,7 @@ def _ratio(section: Section, ours: str, peer: str, metric: Metric) -> str:
 def render(sections: list[Section], systems: list[System], env: dict[str, str]) -> str:
     lines = ["# voltro bench", ""]
     lines += [f"- {k}: {v}" for k, v in env.items()]
-    labels = {s.key: s.label for s in [*systems, OURS_PG3]}
+    labels = {s.key: s.label for s in [OURS_SQLITE, OURS_SQLITE_FROZEN, *systems, OURS_PG3]}
     for section in sections:
         lines += ["", f"## {section.title}"]
         if section.status:

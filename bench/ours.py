@@ -12,6 +12,7 @@ a log file.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import time
@@ -110,6 +111,9 @@ async def steady(p: dict[str, Any]) -> dict[str, Any]:
     scheduling = build(n, "* * * * * *", url)
     async with scheduling.run():
         armed = time.time()
+        if p.get("gc_freeze"):
+            gc.collect()
+            gc.freeze()
         cpu0 = cpu_seconds()
         first = ceil_second(armed)
         last = first + seconds - 1
