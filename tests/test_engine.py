@@ -449,3 +449,52 @@ async def test_a_workflow_target_without_a_starter_fails_at_boot(sqlite_url: str
     with pytest.raises(ConfigurationError, match=r"no workflow starter is configured"):
         async with Scheduling([rollup], config=SchedulingConfig(database_url=sqlite_url)).run():
             pass
+
+
+async def test_a_herd_records_each_run_by_its_own_outcome(sqlite_url: str) -> None:
+    # Schedules due at one instant are admitted and run as one batch (bare tasks, bulk
+    # terminal writes): each row must still end by its own handler — success, exception,
+    # watchdog, and a sync handler in a thread — and one slow run must not hold the others.
+    release = anyio.Event()
+
+    @define_schedule(name="ok", cron="0 12 * * *", timezone="UTC")
+    async def ok(ctx: ScheduleContext) -> None:
+        return None
+
+    @define_schedule(name="bad", cron="0 12 * * *", timezone="UTC")
+    async def bad(ctx: ScheduleContext) -> None:
+        raise RuntimeError("bad input row 7")
+
+    @define_schedule(name="slow", cron="0 12 * * *", timezone="UTC", max_runtime_ms=5_000)
+    async def slow(ctx: ScheduleContext) -> None:
+        await release.wait()
+
+    @define_schedule(name="sync", cron="0 12 * * *", timezone="UTC")
+    def sync(ctx: ScheduleContext) -> None:
+        return None
+
+    clock = ManualClock(T0)
+    async with running([ok, bad, slow, sync], sqlite_url, clock) as s:
+        await clock.advance(30)
+
+        async def others_done() -> bool:
+            rows = [r for n in ("ok", "bad", "sync") for r in await runs_of(s, n)]
+            return len(rows) == 3 and all(r.status.terminal for r in rows)
+
+        await wait_until(others_done)
+        (slow_row,) = await runs_of(s, "slow")
+        assert slow_row.status is RunStatus.RUNNING
+        await clock.advance(6)
+
+        async def slow_done() -> bool:
+            return (await runs_of(s, "slow"))[0].status.terminal
+
+        await wait_until(slow_done)
+        rows = {n: (await runs_of(s, n))[0] for n in ("ok", "bad", "slow", "sync")}
+    assert rows["ok"].status is RunStatus.SUCCEEDED and rows["ok"].error_tag is None
+    assert rows["sync"].status is RunStatus.SUCCEEDED
+    assert rows["bad"].status is RunStatus.FAILED and rows["bad"].error_tag == "RuntimeError"
+    assert rows["bad"].error_message == "bad input row 7"
+    assert rows["slow"].status is RunStatus.FAILED and rows["slow"].error_tag == "timeout"
+    assert {r.scheduled_at for r in rows.values()} == {minute(0)}
+    assert all(r.finished_at is not None for r in rows.values())
