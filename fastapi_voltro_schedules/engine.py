@@ -560,16 +560,14 @@ class Engine:
         measured and lost: on SQLite the driver thread's per-row GIL handoffs stall while the
         loop starts tasks, and on Postgres the extra round trips cost more than they overlap.
         """
-        batch = self.runner.batch(self._handler_done, self._recorded)
-        batch.start(await self._admit_batch(items))
-        batch.close()
-        await batch.drain()
+        starts = await self._admit_batch(items)
+        await self.runner.execute_many(starts, self._handler_done, self._recorded)
 
     async def _admit_batch(
         self, items: list[tuple[Schedule, datetime]]
     ) -> list[tuple[Schedule, RunRecord]]:
-        """Claim, apply the overlap rule to and record one chunk of the herd; returns the runs
-        to start (their ``running`` rows are written and they count as in flight)."""
+        """Claim, apply the overlap rule to and record the herd; returns the runs to start
+        (their ``running`` rows are written and they count as in flight)."""
         now = self.clock.now()
         outcome = CoordinationOutcome.SINGLE
         if self.coordination is not Coordination.SINGLE:
@@ -723,4 +721,3 @@ class Engine:
         except StoreUnavailableError as exc:
             logger.warning("scheduler: retention sweep failed: %s", exc)
         return removed
-

@@ -91,13 +91,15 @@ class Runner:
         await self._finish([outcome])
         return outcome.status
 
-    def batch(
+    async def execute_many(
         self,
+        runs: Sequence[tuple[Schedule, RunRecord]],
         handler_done: Callable[[Schedule, RunRecord], None],
         recorded: Callable[[Sequence[RunOutcome]], None],
-    ) -> RunBatch:
-        """A :class:`RunBatch` for the herd: runs started in bulk, outcomes recorded in bulk."""
-        return RunBatch(self, handler_done, recorded)
+    ) -> None:
+        """Run the herd's admitted firings (see :class:`RunBatch`); returns once every outcome
+        is recorded. ``recorded`` is told after each terminal write."""
+        await RunBatch(self, handler_done, recorded).run(runs)
 
     def outcome(
         self,
@@ -183,10 +185,8 @@ class RunBatch:
     done-callback per run instead of a wrapping coroutine and cancel scope, the watchdog
     cancels the task itself, and terminal writes are flushed in batches as handlers end
     (``recorded`` is told after each flush). At 1,000 firings a second the per-run wrapper cost
-    more than the writes. Runs are added with :meth:`start` once their rows are written;
-    :meth:`drain` writes the outcomes until :meth:`close` was called and every run ended.
-    Cancelling :meth:`drain` (shutdown) cancels the handlers still running and records them
-    ``failed/shutdown``.
+    more than the writes. Cancelling :meth:`run` (shutdown) cancels the handlers still running
+    and records them ``failed/shutdown``.
     """
 
     def __init__(
@@ -201,10 +201,8 @@ class RunBatch:
         self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
         self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
-        self._closed = False
 
-    def start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
-        """Start the handlers of ``runs`` (their ``running`` rows are written)."""
+    def _start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
         runner, loop = self._runner, asyncio.get_running_loop()
         for schedule, run in runs:
             ctx = runner.context(schedule, run)
@@ -212,11 +210,6 @@ class RunBatch:
             watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel)
             self._live[task] = (schedule, run, watched)
             task.add_done_callback(self._done)
-
-    def close(self) -> None:
-        """No more runs: :meth:`drain` returns once the started ones are recorded."""
-        self._closed = True
-        self._wake.set()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         schedule, run, watched = self._live.pop(task)
@@ -232,9 +225,12 @@ class RunBatch:
         await self._runner._finish(ended)
         self._recorded(ended)
 
-    async def drain(self) -> None:
+    async def run(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
+        """Start the handlers of ``runs`` (their ``running`` rows are written) and record each
+        outcome as it comes."""
+        self._start(runs)
         try:
-            while self._live or self._ended or not self._closed:
+            while self._live or self._ended:
                 if self._ended:
                     await self._flush()
                 else:

@@ -47,7 +47,6 @@ class Watchdog:
         self.interval = timedelta(milliseconds=heartbeat_ms)
         self._runs: dict[str, Watched] = {}
         self._deadlines: list[tuple[datetime, int, Watched]] = []
-        self._finished_in_heap = 0
         self._seq = itertools.count()
         self._sleep_scope: anyio.CancelScope | None = None
         self._wake_at: datetime | None = None
@@ -69,12 +68,12 @@ class Watchdog:
         self._runs.pop(watched.run_id, None)
         # A finished run's deadline entry would otherwise sit in the heap until its deadline
         # (30 minutes by default): at 1,000 firings a second, 1.8 million dead entries. Drop
-        # them in bulk once they are the majority, so the heap stays about the live runs.
-        self._finished_in_heap += 1
-        if self._finished_in_heap > 64 and self._finished_in_heap * 2 > len(self._deadlines):
+        # them in bulk once they are the majority (every entry beyond the watched runs is a
+        # finished one), so the heap stays about the live runs.
+        finished = len(self._deadlines) - len(self._runs)
+        if finished > 64 and finished * 2 > len(self._deadlines):
             self._deadlines = [entry for entry in self._deadlines if not entry[2].done]
             heapq.heapify(self._deadlines)
-            self._finished_in_heap = 0
 
     def _wake(self) -> None:
         if self._sleep_scope is not None:
@@ -91,7 +90,6 @@ class Watchdog:
                 self._next_beat = now + self.interval
             while self._deadlines and self._deadlines[0][2].done:
                 heapq.heappop(self._deadlines)
-                self._finished_in_heap -= 1
             wake_at = self._next_beat
             if self._deadlines:
                 wake_at = min(wake_at, self._deadlines[0][0])
@@ -104,9 +102,7 @@ class Watchdog:
     def _expire(self, now: datetime) -> None:
         while self._deadlines and self._deadlines[0][0] <= now:
             _, _, watched = heapq.heappop(self._deadlines)
-            if watched.done:
-                self._finished_in_heap -= 1
-            elif watched.cancel is not None:
+            if not watched.done and watched.cancel is not None:
                 watched.timed_out = True
                 watched.cancel()
 

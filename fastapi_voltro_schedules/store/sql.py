@@ -270,14 +270,13 @@ class SQLStore(Store):
     def _claim_chunk(
         self, chunk: list[str], replica_id: str, claimed_at: datetime
     ) -> Callable[[AsyncConnection], Awaitable[set[str]]]:
-        rows = [{"key": k, "replica_id": replica_id, "claimed_at": claimed_at} for k in chunk]
-
         async def work(conn: AsyncConnection) -> set[str]:
             dialect = conn.dialect
             if dialect.name == "postgresql":
                 params = {"keys": chunk, "replica_id": replica_id, "claimed_at": claimed_at}
                 result = await conn.execute(q.claim_insert_array(), params)
                 return set(result.scalars())
+            rows = [{"key": k, "replica_id": replica_id, "claimed_at": claimed_at} for k in chunk]
             if dialect.insert_returning:
                 result = await conn.execute(q.claim_insert(dialect.name, rows))
                 return set(result.scalars())
@@ -347,38 +346,39 @@ class SQLStore(Store):
         for r in runs:
             _aware(r.scheduled_at, "scheduled_at")
         rows = [r.to_row() for r in runs]
-        if self.engine.dialect.name == "postgresql":
-            await self._execute_columns("insert_runs", q.insert_runs_array(), rows)
-        else:
-            await self._executemany("insert_runs", q.insert_runs, rows)
+        await self._write_many("insert_runs", rows, q.insert_runs_array, q.insert_runs)
 
-    async def _execute_columns(
-        self, op: str, stmt: Any, rows: Sequence[Mapping[str, Any]], **scalars: Any
-    ) -> None:
-        """Postgres: one statement over many rows, each column passed as one array."""
-        columns = {name: [row[name] for row in rows] for name in rows[0]}
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(stmt, columns | scalars)
-
-        await self._attempt(op, work)
-
-    async def _executemany(
+    async def _write_many(
         self,
         op: str,
-        build: Callable[[], Insert | Update],
-        values: Sequence[Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+        pg_statement: Callable[[], Any],
+        statement: Callable[[], Insert | Update],
+        **shared: Any,
     ) -> None:
-        """One hot statement over many rows, with plain tuples on the driver (see
-        :class:`statements.DriverStatement`), in chunks of ``RUN_CHUNK`` rows."""
-        stmt = self._driver_statements.get(op)
-        if stmt is None:
-            stmt = self._driver_statements[op] = q.driver_statement(build(), self.engine.dialect)
-        rows = stmt.rows(values, self.engine.dialect.name)
+        """One hot statement over many rows (``shared`` values are the same for every row).
 
-        async def work(conn: AsyncConnection) -> None:
-            for start in range(0, len(rows), q.RUN_CHUNK):
-                await conn.exec_driver_sql(stmt.sql, rows[start : start + q.RUN_CHUNK])
+        Postgres gets each column as one array (``pg_statement``, an ``unnest`` form); the other
+        drivers an ``executemany`` of plain tuples (see :class:`statements.DriverStatement`) in
+        chunks of ``RUN_CHUNK`` rows. Either way SQLAlchemy's per-row parameter processing is
+        skipped: at 10,000 rows it cost more than the database's own work.
+        """
+        dialect = self.engine.dialect
+        if dialect.name == "postgresql":
+            columns = {name: [row[name] for row in rows] for name in rows[0]}
+
+            async def work(conn: AsyncConnection) -> None:
+                await conn.execute(pg_statement(), columns | shared)
+
+        else:
+            stmt = self._driver_statements.get(op)
+            if stmt is None:
+                stmt = self._driver_statements[op] = q.driver_statement(statement(), dialect)
+            tuples = stmt.rows(rows, dialect.name, shared)
+
+            async def work(conn: AsyncConnection) -> None:
+                for start in range(0, len(tuples), q.RUN_CHUNK):
+                    await conn.exec_driver_sql(stmt.sql, tuples[start : start + q.RUN_CHUNK])
 
         await self._attempt(op, work)
 
@@ -408,7 +408,6 @@ class SQLStore(Store):
         params = [
             {
                 "b_id": o.run_id,
-                "b_replica": replica_id,
                 "b_status": o.status.value,
                 "b_finished": _aware(o.finished_at, "finished_at"),
                 "b_tag": o.error_tag,
@@ -416,13 +415,9 @@ class SQLStore(Store):
             }
             for o in outcomes
         ]
-        if self.engine.dialect.name == "postgresql":
-            for p in params:
-                del p["b_replica"]
-            stmt = q.finish_update_array()
-            await self._execute_columns("finish_runs", stmt, params, b_replica=replica_id)
-        else:
-            await self._executemany("finish_runs", q.finish_update, params)
+        await self._write_many(
+            "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
+        )
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
         _aware(at, "at")

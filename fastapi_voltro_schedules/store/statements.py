@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -110,6 +111,7 @@ def claim_insert(
     return stmt
 
 
+@cache
 def claim_insert_array() -> TextClause:
     """Postgres: claim many keys with one array parameter — ``unnest`` keeps the (sorted)
     order, and the statement text never changes, so it is prepared once instead of a
@@ -206,7 +208,15 @@ class DriverStatement:
     datetimes: frozenset[str]
     """Binds that hold instants: converted as ``UTCDateTime`` would."""
 
-    def rows(self, values: Sequence[Mapping[str, Any]], dialect_name: str) -> list[tuple[Any, ...]]:
+    def rows(
+        self,
+        values: Sequence[Mapping[str, Any]],
+        dialect_name: str,
+        shared: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """One tuple per row, in placeholder order; a bind missing from a row comes from
+        ``shared`` (the same for every row), else from the statement's own constants."""
+        fixed = {**self.constants, **(shared or {})}
         memo: dict[datetime, Any] = {}  # a batch repeats its slot and its "now" thousands of times
 
         def convert(name: str, value: Any) -> Any:
@@ -218,7 +228,7 @@ class DriverStatement:
             return bound
 
         return [
-            tuple(convert(n, row[n]) if n in row else self.constants[n] for n in self.names)
+            tuple(convert(n, row[n] if n in row else fixed[n]) for n in self.names)
             for row in values
         ]
 
@@ -241,6 +251,7 @@ def _pg_array_type(column_name: str) -> str:
     return "TEXT[]" if isinstance(kind, Text) else "VARCHAR[]"
 
 
+@cache
 def insert_runs_array() -> TextClause:
     """Postgres: many run rows in one ``INSERT … SELECT FROM unnest(<one array per column>)``
     — one statement and one plan instead of a protocol round of ``executemany`` per row."""
@@ -250,6 +261,7 @@ def insert_runs_array() -> TextClause:
     return text(f"INSERT INTO {runs_table.name} ({quoted}) SELECT * FROM unnest({casts})")
 
 
+@cache
 def finish_update_array() -> TextClause:
     """Postgres: :func:`finish_update` for many rows as one ``UPDATE … FROM unnest(…)``, each
     row still guarded by its own ``status = 'running' AND replica_id`` condition."""
