@@ -18,17 +18,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.common import (
-    GRACE_SECONDS,
     Firings,
     boot_figures,
-    ceil_second,
-    cpu_seconds,
     herd_figures,
     idle_window,
     measure_idle,
     next_minute_slot,
-    sleep_until,
     steady_figures,
+    steady_window,
+    wait_herd,
     worker_main,
 )
 
@@ -68,11 +66,7 @@ async def steady(p: dict[str, Any]) -> dict[str, Any]:
     scheduler = build(n, second="*")
     scheduler.start()
     armed = time.time()
-    cpu0 = cpu_seconds()
-    first = ceil_second(armed)
-    last = first + seconds - 1
-    await sleep_until(last + GRACE_SECONDS)
-    cpu = cpu_seconds() - cpu0
+    first, last, cpu = await steady_window(armed, seconds)
     fired = sum(len(q) for q in _started.values()) + len(FIRINGS.starts)
     result = steady_figures(FIRINGS, n, first, last, cpu, fired)
     scheduler.shutdown(wait=False)
@@ -85,14 +79,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     scheduler = build(n, second=instant.second, minute=instant.minute, hour=instant.hour)
     scheduler.start()
     armed = time.time()
-    await sleep_until(at + 0.5)
-    seen, quiet_since = -1, time.time()
-    while time.time() < at + p.get("deadline_s", 60.0) and len(FIRINGS.starts) < n:
-        if len(FIRINGS.starts) != seen:
-            seen, quiet_since = len(FIRINGS.starts), time.time()
-        elif time.time() - quiet_since > 3.0:
-            break
-        await asyncio.sleep(0.2)
+    await wait_herd(FIRINGS, at, n, p)
     scheduler.shutdown(wait=False)
     return herd_figures(FIRINGS, n, at) | {"armed_before_s": at - armed}
 

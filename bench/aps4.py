@@ -10,22 +10,19 @@ handler reads the slot from ``current_job.get().scheduled_fire_time``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from bench.common import (
-    GRACE_SECONDS,
     boot_figures,
-    ceil_second,
-    cpu_seconds,
     herd_figures,
     idle_window,
     measure_idle,
     next_minute_slot,
-    sleep_until,
     steady_figures,
+    steady_window,
+    wait_herd,
     worker_main,
 )
 
@@ -56,11 +53,7 @@ async def steady(p: dict[str, Any]) -> dict[str, Any]:
     async with scheduler_for(p["url"]) as scheduler:
         await arm(scheduler, n, second="*")
         armed = time.time()
-        cpu0 = cpu_seconds()
-        first = ceil_second(armed)
-        last = first + seconds - 1
-        await sleep_until(last + GRACE_SECONDS)
-        cpu = cpu_seconds() - cpu0
+        first, last, cpu = await steady_window(armed, seconds)
         result = steady_figures(FIRINGS, n, first, last, cpu, len(FIRINGS.starts))
         return result | {"boot_s": armed - p["launch"]}
 
@@ -71,14 +64,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     async with scheduler_for(p["url"]) as scheduler:
         await arm(scheduler, n, second=instant.second, minute=instant.minute, hour=instant.hour)
         armed = time.time()
-        await sleep_until(at + 0.5)
-        seen, quiet_since = -1, time.time()
-        while time.time() < at + p.get("deadline_s", 60.0) and len(FIRINGS.starts) < n:
-            if len(FIRINGS.starts) != seen:
-                seen, quiet_since = len(FIRINGS.starts), time.time()
-            elif time.time() - quiet_since > 3.0:
-                break
-            await asyncio.sleep(0.2)
+        await wait_herd(FIRINGS, at, n, p)
         return herd_figures(FIRINGS, n, at) | {"armed_before_s": at - armed}
 
 

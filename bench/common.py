@@ -114,6 +114,33 @@ def steady_figures(
     }
 
 
+async def steady_window(armed: float, seconds: float) -> tuple[float, float, float]:
+    """Wait out a steady window: slots are the ``seconds`` whole seconds after ``armed``, and
+    the scheduler keeps running ``GRACE_SECONDS`` past the last. Returns the first and last
+    slot and the process CPU spent from now to the end."""
+    cpu0 = cpu_seconds()
+    first = ceil_second(armed)
+    last = first + seconds - 1
+    await sleep_until(last + GRACE_SECONDS)
+    return first, last, cpu_seconds() - cpu0
+
+
+async def wait_herd(firings: Firings, at: float, n: int, p: dict[str, Any]) -> None:
+    """Until all ``n`` schedules started here, or nothing new started for ``p["quiet_s"]``
+    (other replicas may hold the rest), or ``p["deadline_s"]`` after the instant."""
+    import asyncio
+
+    deadline_s, quiet_s = p.get("deadline_s", 60.0), p.get("quiet_s", 3.0)
+    await sleep_until(at + 0.5)
+    seen, quiet_since = -1, time.time()
+    while time.time() < at + deadline_s and len(firings.starts) < n:
+        if len(firings.starts) != seen:
+            seen, quiet_since = len(firings.starts), time.time()
+        elif time.time() - quiet_since > quiet_s:
+            break
+        await asyncio.sleep(0.2)
+
+
 def herd_figures(firings: Firings, n: int, instant: float) -> dict[str, Any]:
     inside = firings.window(instant, instant)
     per_key = Counter(key for key, _, _ in inside)

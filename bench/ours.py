@@ -11,7 +11,6 @@ a log file.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import sys
@@ -20,18 +19,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.common import (
-    GRACE_SECONDS,
     Firings,
     boot_figures,
-    ceil_second,
-    cpu_seconds,
     emit,
     herd_figures,
     idle_window,
     measure_idle,
     next_minute_slot,
-    sleep_until,
     steady_figures,
+    steady_window,
+    wait_herd,
     worker_main,
 )
 
@@ -114,11 +111,7 @@ async def steady(p: dict[str, Any]) -> dict[str, Any]:
         if p.get("gc_freeze"):
             gc.collect()
             gc.freeze()
-        cpu0 = cpu_seconds()
-        first = ceil_second(armed)
-        last = first + seconds - 1
-        await sleep_until(last + GRACE_SECONDS)
-        cpu = cpu_seconds() - cpu0
+        first, last, cpu = await steady_window(armed, seconds)
         result = steady_figures(FIRINGS, n, first, last, cpu, len(FIRINGS.starts))
         result |= {"boot_s": armed - p["launch"]}
         result |= await ledger(url, first, last)
@@ -135,7 +128,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     async with scheduling.run():
         armed = time.time()
         claim_statements = count_claim_statements(scheduling)
-        await wait_herd(at, n, p.get("deadline_s", 60.0), p.get("quiet_s", 3.0))
+        await wait_herd(FIRINGS, at, n, p)
         result = herd_figures(FIRINGS, n, at) | {
             "armed_before_s": at - armed,
             "claim_round_trips": claim_statements[0],
@@ -162,19 +155,6 @@ def count_claim_statements(scheduling: Scheduling) -> list[int]:
                 counter[0] += 1
 
     return counter
-
-
-async def wait_herd(at: float, n: int, deadline_s: float, quiet_s: float) -> None:
-    """Until every schedule started here, or nothing new started for ``quiet_s`` (other
-    replicas may hold the rest), or the deadline."""
-    await sleep_until(at + 0.5)
-    seen, quiet_since = -1, time.time()
-    while time.time() < at + deadline_s and len(FIRINGS.starts) < n:
-        if len(FIRINGS.starts) != seen:
-            seen, quiet_since = len(FIRINGS.starts), time.time()
-        elif time.time() - quiet_since > quiet_s:
-            break
-        await asyncio.sleep(0.2)
 
 
 async def idle(p: dict[str, Any]) -> dict[str, Any]:
