@@ -431,17 +431,7 @@ def voltro_server(
         )
     running = Server(process, port, log_path)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{name} exited early:\n{running.log()}")
-            try:
-                httpx.get(running.url + "/openapi.json", timeout=1.0).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start:\n{running.log()}") from None
-                time.sleep(0.1)
+        running.wait_ready(name, "/openapi.json", timeout, require_ok=True)
         yield running
     finally:
         _stop_group(process)

@@ -37,6 +37,23 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text()
 
+    def wait_ready(self, name: str, path: str, timeout: float, *, require_ok: bool) -> None:
+        """Poll ``path`` until it answers (with a 2xx if ``require_ok``); fail with the log
+        when the process exits first or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{name} exited early:\n{self.log()}")
+            try:
+                response = httpx.get(self.url + path, timeout=1.0)
+                if require_ok:
+                    response.raise_for_status()
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start:\n{self.log()}") from None
+                time.sleep(0.1)
+
     def kill(self, sig: int = signal.SIGKILL, timeout: float = 20.0) -> None:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -73,17 +90,7 @@ def uvicorn_server(
         )
     server = Server(process, port, log_path)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{name} exited early:\n{server.log()}")
-            try:
-                httpx.get(server.url + ready_path, timeout=1.0)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start:\n{server.log()}") from None
-                time.sleep(0.1)
+        server.wait_ready(name, ready_path, timeout, require_ok=False)
         yield server
     finally:
         server.kill(signal.SIGTERM)
