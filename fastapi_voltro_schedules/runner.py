@@ -83,12 +83,13 @@ class Runner:
             if handler_done is not None:
                 handler_done()
             with anyio.CancelScope(shield=True):
-                await self._finish([self.outcome(schedule, run, watched, None, shutdown=True)])
+                shutdown = self.outcome(schedule, run, watched, None, shutdown=True)
+                await self._finish([(run.name, shutdown)])
             raise
         if handler_done is not None:
             handler_done()
         outcome = self.outcome(schedule, run, watched, error)
-        await self._finish([outcome])
+        await self._finish([(run.name, outcome)])
         return outcome.status
 
     async def execute_many(
@@ -133,18 +134,23 @@ class Runner:
             error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
         )
 
-    async def _finish(self, outcomes: list[RunOutcome]) -> None:
-        """Write the terminal statuses, each iff its row is still ours and ``running``."""
+    async def _finish(self, ended: list[tuple[str, RunOutcome]]) -> None:
+        """Write the terminal statuses (each with its schedule's name, for the warning), each
+        iff its row is still ours and ``running``."""
         try:
-            await self.ledger.finish_many(outcomes)
+            await self.ledger.finish_many([outcome for _, outcome in ended])
         except StoreUnavailableError as exc:
             # The rows stay `running`; without beats they read dead after 3 intervals and the
             # next replica to look marks them abandoned.
+            name, first = ended[0]
+            others = len({n for n, _ in ended}) - 1
             logger.warning(
-                "schedule: could not record the outcome  runs=%d first=%s status=%s: %s",
-                len(outcomes),
-                outcomes[0].run_id,
-                outcomes[0].status.value,
+                "schedule: could not record the outcome  name=%s%s runId=%s status=%s runs=%d: %s",
+                name,
+                f" (+{others} more schedules)" if others else "",
+                first.run_id,
+                first.status.value,
+                len(ended),
                 exc,
             )
 
@@ -199,7 +205,7 @@ class RunBatch:
         self._handler_done = handler_done
         self._recorded = recorded
         self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
-        self._ended: list[RunOutcome] = []
+        self._ended: list[tuple[str, RunOutcome]] = []
         self._wake = asyncio.Event()
 
     def _start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
@@ -217,13 +223,14 @@ class RunBatch:
         self._handler_done(schedule, run)
         error = None if task.cancelled() else task.exception()
         shutdown = task.cancelled() and not watched.timed_out
-        self._ended.append(self._runner.outcome(schedule, run, watched, error, shutdown=shutdown))
+        outcome = self._runner.outcome(schedule, run, watched, error, shutdown=shutdown)
+        self._ended.append((run.name, outcome))
         self._wake.set()
 
     async def _flush(self) -> None:
         ended, self._ended = self._ended, []
         await self._runner._finish(ended)
-        self._recorded(ended)
+        self._recorded([outcome for _, outcome in ended])
 
     async def run(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
         """Start the handlers of ``runs`` (their ``running`` rows are written) and record each

@@ -498,3 +498,37 @@ async def test_a_herd_records_each_run_by_its_own_outcome(sqlite_url: str) -> No
     assert rows["slow"].status is RunStatus.FAILED and rows["slow"].error_tag == "timeout"
     assert {r.scheduled_at for r in rows.values()} == {minute(0)}
     assert all(r.finished_at is not None for r in rows.values())
+
+
+async def test_an_unrecorded_outcome_is_logged_with_the_schedule(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi_voltro_schedules.errors import StoreUnavailableError
+    from fastapi_voltro_schedules.store import SQLStore
+
+    async def unreachable(self: SQLStore, outcomes: Any, replica_id: str) -> None:
+        raise StoreUnavailableError("store finish_runs: connection refused")
+
+    monkeypatch.setattr(SQLStore, "finish_runs", unreachable)
+    ran = anyio.Event()
+
+    @define_schedule(name="nightlyRollup", cron="0 12 * * *", timezone="UTC")
+    async def rollup(ctx: ScheduleContext) -> None:
+        ran.set()
+
+    clock = ManualClock(T0)
+    with caplog.at_level(logging.WARNING, logger="fastapi_voltro_schedules"):
+        async with running([rollup], sqlite_url, clock) as s:
+            await clock.advance(30)
+            with anyio.fail_after(5):
+                await ran.wait()
+
+            async def warned() -> bool:
+                return any("could not record the outcome" in r.message for r in caplog.records)
+
+            await wait_until(warned)
+            (row,) = await runs_of(s, "nightlyRollup")
+    (line,) = [r.message for r in caplog.records if "could not record the outcome" in r.message]
+    assert "name=nightlyRollup" in line and f"runId={row.id}" in line
+    assert "status=succeeded" in line and "connection refused" in line
+    assert row.status is RunStatus.RUNNING  # left for the reaper, not silently dropped
