@@ -140,7 +140,7 @@ def test_url_mode_refusals_bad_input_and_tokens(served: App) -> None:
 
 def test_url_mode_asks_on_a_terminal(served: App, monkeypatch: pytest.MonkeyPatch) -> None:
     app = served
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(cli.backfill, "_interactive", lambda: True)
     declined = via(app, "--from", FROM, "--to", hours(26), input="n\n")
     assert declined.exit_code == 3, declined.output
     assert "26 occurrences" in declined.output
@@ -168,7 +168,7 @@ def test_url_mode_failed_slot_exits_5_and_a_progress_bar_on_a_terminal(
         assert "slot 3/5 failed" in ran.stderr and "1 of 5 slots failed" in ran.stderr
         assert ran.stdout.strip() == summary_line(5, 4, 1, 0)
 
-        monkeypatch.setattr(cli, "_progress_bar_wanted", lambda: True)
+        monkeypatch.setattr(cli.backfill, "_progress_bar_wanted", lambda: True)
         bar = via(app, "--from", FROM, "--to", hours(5))
         assert bar.exit_code == 5, bar.output
         assert "5/5" in bar.stderr and "succeeded=8" not in bar.stderr
@@ -271,7 +271,7 @@ def test_app_mode_asks_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("VOLTRO_DATABASE_URL", url)
     monkeypatch.setenv("BACKFILL_LOG", str(tmp_path / "handler.jsonl"))
     monkeypatch.delitem(sys.modules, APP_MODULE, raising=False)
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(cli.backfill, "_interactive", lambda: True)
     declined = invoke(NAME, "--app", APP_SPEC, "--from", FROM, "--to", hours(26), input="n\n")
     assert declined.exit_code == 3, declined.output
     assert "26 occurrences" in declined.output and "0 of them already succeeded" in declined.output

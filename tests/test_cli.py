@@ -68,7 +68,7 @@ def uvicorn_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
             }
         )
 
-    monkeypatch.setattr(cli, "_run_uvicorn", record)
+    monkeypatch.setattr(cli.serve, "_run_uvicorn", record)
     return calls
 
 

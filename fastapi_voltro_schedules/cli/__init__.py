@@ -1,0 +1,45 @@
+"""The ``voltro`` command line: one Typer app, one module per verb group.
+
+:mod:`.common` holds the apps and what every command shares; :mod:`.migrate`, :mod:`.serve`
+and :mod:`.backfill` register their commands on import. A new verb group is a new module here,
+imported below.
+"""
+
+from __future__ import annotations
+
+from . import backfill, migrate, serve
+from .backfill import schedule_backfill
+from .common import (
+    CliError,
+    app,
+    find_scheduling,
+    import_app,
+    resolve_database_url,
+    schedule_app,
+)
+from .migrate import migrate as migrate_command
+from .serve import APP_SPEC_HELP, dev_environment, serve_note, validate_app_spec
+
+__all__ = [
+    "APP_SPEC_HELP",
+    "CliError",
+    "app",
+    "backfill",
+    "dev_environment",
+    "find_scheduling",
+    "import_app",
+    "main",
+    "migrate",
+    "migrate_command",
+    "resolve_database_url",
+    "schedule_app",
+    "schedule_backfill",
+    "serve",
+    "serve_note",
+    "validate_app_spec",
+]
+
+
+def main() -> None:
+    """The ``voltro`` console script."""
+    app(prog_name="voltro")
