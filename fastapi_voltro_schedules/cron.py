@@ -29,12 +29,13 @@ import calendar
 import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
 from .errors import InvalidCronError
 
-__all__ = ["CronSpec"]
+__all__ = ["CronFields", "CronSpec"]
 
 _Wall = tuple[int, int, int, int, int, int]
 """A wall-clock time as (year, month, day, hour, minute, second)."""
@@ -248,6 +249,25 @@ def _zone(timezone: str) -> ZoneInfo:
     raise _FieldError(f'unknown timezone "{timezone}" — use an IANA name such as "Europe/Berlin"')
 
 
+@dataclass(frozen=True, slots=True)
+class CronFields:
+    """The expanded fields of a :class:`CronSpec`: what it matches, for translating it into
+    another cron dialect (``voltro schedule-manifest``). Sorted tuples; day-of-week 0–6
+    (7 already folded onto Sunday)."""
+
+    seconds: tuple[int, ...]
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days_of_month: tuple[int, ...]
+    months: tuple[int, ...]
+    days_of_week: tuple[int, ...]
+    day_and: bool
+    """Vixie's rule: True when a day field starts with ``*`` (a day must match both fields),
+    False when both are restricted (a day may match either)."""
+    texts: tuple[str, str, str, str, str, str]
+    """The six field texts as written (macros expanded, ``"0"`` for an absent seconds field)."""
+
+
 class CronSpec:
     """A parsed cron expression in a time zone. Build with :meth:`parse` (cached, shared).
 
@@ -266,6 +286,7 @@ class CronSpec:
         "_month_set",
         "_months",
         "_seconds",
+        "_texts",
         "expression",
         "has_seconds",
         "is_wildcard",
@@ -327,6 +348,7 @@ class CronSpec:
         self._dom = frozenset(dom)
         self._dow = frozenset(dow)
         self._day_and = day_and
+        self._texts = (fields[0], fields[1], fields[2], fields[3], fields[4], fields[5])
         self._days_cache: dict[int, tuple[int, ...]] = {}
         key = zone.key
         self._fixed_zone = key == "UTC" or key.startswith("Etc/") or key in ("GMT", "Zulu")
@@ -344,6 +366,19 @@ class CronSpec:
 
     def __repr__(self) -> str:
         return f"CronSpec({self.expression!r}, {self.timezone!r})"
+
+    def fields(self) -> CronFields:
+        """What the expression matches, field by field (see :class:`CronFields`)."""
+        return CronFields(
+            seconds=self._seconds,
+            minutes=self._minutes,
+            hours=self._hours,
+            days_of_month=tuple(sorted(self._dom)),
+            months=self._months,
+            days_of_week=tuple(sorted(self._dow)),
+            day_and=self._day_and,
+            texts=self._texts,
+        )
 
     # ------------------------------------------------------------------ public queries
 

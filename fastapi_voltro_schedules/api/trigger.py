@@ -172,7 +172,9 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             f"arrival at {iso_z(plan.reference)} is more than "
             f"{facts['skewBudgetMs']} ms after its newest occurrence ({newest}) — the "
             "caller's schedule does not match the app's: regenerate the manifest "
-            "(voltro schedule-manifest)",
+            "(voltro schedule-manifest --app MODULE:APP --provider PROVIDER --base-url URL) "
+            "or find the drift (voltro schedule-manifest --app MODULE:APP --check PATH); to "
+            "run the schedule now, off its cadence, use voltro schedule fire NAME",
             previousOccurrence=None if plan.previous is None else iso_z(plan.previous),
             **facts,
         )

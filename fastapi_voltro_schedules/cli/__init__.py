@@ -7,7 +7,7 @@ imported below.
 
 from __future__ import annotations
 
-from . import backfill, migrate, serve
+from . import backfill, manifest, migrate, serve
 from .backfill import schedule_backfill
 from .common import (
     CliError,
@@ -29,6 +29,7 @@ __all__ = [
     "find_scheduling",
     "import_app",
     "main",
+    "manifest",
     "migrate",
     "migrate_command",
     "resolve_database_url",

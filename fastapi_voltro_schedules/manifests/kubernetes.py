@@ -1,0 +1,175 @@
+"""Kubernetes: one hardened ``batch/v1`` CronJob per external schedule. Pure: data in, dicts out.
+
+Each field and why it has its value:
+
+* ``schedule`` — the expression rewritten for robfig/cron (:func:`.dialects.kubernetes_cron`),
+  ``timeZone`` — the schedule's IANA zone (a ``CRON_TZ=`` prefix is rejected by the API server
+  since 1.27 and was never ours to use).
+* ``concurrencyPolicy: Forbid`` — the controller never starts a firing while the previous
+  Job runs (the app's ``on_overlap`` still rules arrivals from anywhere else).
+* ``startingDeadlineSeconds`` — half the app's skew budget (at least 10 s, the controller's
+  sync period): a firing the controller could not start in time is dropped, not started when
+  the app may already have recorded the slot ``missed``; the other half is for the pod to
+  pull and start.
+* history limits 3/3 and ``ttlSecondsAfterFinished`` one day — failures stay readable.
+* ``backoffLimit: 2`` — a pod retried after a network failure restates the same slot, so it is
+  a duplicate that follows the same run, never a second run.
+* ``activeDeadlineSeconds`` — the schedule's ``max_runtime_ms`` plus :data:`POLL_SLACK_SECONDS`
+  — the app's watchdog ends the run first; this only stops a Job that lost the app.
+* ``restartPolicy: Never``, ``automountServiceAccountToken: false``, ``enableServiceLinks:
+  false``, a non-root read-only container with every capability dropped and the runtime's
+  seccomp profile, 10m/16Mi requested and 100m/32Mi at most — the pod only runs ``curl``.
+* the token from a Secret (``secretKeyRef``), never inline; the Job name from the downward API
+  (``metadata.labels['batch.kubernetes.io/job-name']``) so the script states the slot
+  (:mod:`.script`).
+* ``suspend: false`` written out: ``kubectl patch cronjob NAME -p '{"spec":{"suspend":true}}'``
+  is the Kubernetes pause (the app then records the slots ``missed`` under the external missed
+  policy); the app's own pause (``POST /_voltro/inspect/schedules/{name}/pause``) records
+  nothing and answers the CronJob ``paused``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .dialects import kubernetes_cron
+from .names import dns_name
+from .script import TRIGGER_SCRIPT
+from .targets import ManifestOptions, Target
+
+__all__ = [
+    "ANNOTATION_CRON",
+    "ANNOTATION_NAME",
+    "ANNOTATION_TIMEZONE",
+    "JOB_NAME_FIELD",
+    "POLL_SLACK_SECONDS",
+    "cronjob",
+    "starting_deadline_seconds",
+]
+
+POLL_SLACK_SECONDS = 180
+"""Added to ``max_runtime_ms`` for ``activeDeadlineSeconds``: pod start, polling, retries."""
+JOB_NAME_FIELD = "metadata.labels['batch.kubernetes.io/job-name']"
+"""The downward-API field holding the Job's name (the label the Job controller sets on its
+pods, 1.27+). The legacy ``job-name`` label holds the same value."""
+
+ANNOTATION_NAME = "voltro.dev/schedule-name"
+ANNOTATION_CRON = "voltro.dev/cron"
+ANNOTATION_TIMEZONE = "voltro.dev/timezone"
+ANNOTATION_DESCRIPTION = "voltro.dev/description"
+LABEL_SCHEDULE = "voltro.dev/schedule"
+
+
+def starting_deadline_seconds(skew_ms: int) -> int:
+    """Half the skew budget, at least 10 s. Raises ``ValueError`` when the budget is too small
+    for the controller to start a Job inside it."""
+    skew_s = skew_ms // 1000
+    if skew_s < 20:
+        raise ValueError(
+            f"external_trigger_skew_ms={skew_ms} leaves no room for a CronJob: the controller "
+            "syncs every 10 s and the pod needs time to start — set VOLTRO_EXTERNAL_TRIGGER_"
+            "SKEW_MS to 20000 or more"
+        )
+    return max(10, skew_s // 2)
+
+
+def _labels(target: Target, name: str, options: ManifestOptions) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "voltro-schedule-trigger",
+        "app.kubernetes.io/part-of": options.app_name,
+        "app.kubernetes.io/component": "schedule-trigger",
+        "app.kubernetes.io/managed-by": "voltro-schedule-manifest",
+        LABEL_SCHEDULE: name,
+    }
+
+
+def cronjob(target: Target, options: ManifestOptions) -> dict[str, Any]:
+    """The CronJob of one schedule. Raises
+    :class:`~.dialects.UntranslatableCronError` when robfig/cron cannot say the cron."""
+    name = dns_name(target.name)
+    schedule = kubernetes_cron(target.spec)
+    labels = _labels(target, name, options)
+    annotations = {
+        ANNOTATION_NAME: target.name,
+        ANNOTATION_CRON: target.cron,
+        ANNOTATION_TIMEZONE: target.timezone,
+    }
+    if target.description:
+        annotations[ANNOTATION_DESCRIPTION] = target.description
+    metadata: dict[str, Any] = {"name": name}
+    if options.namespace:
+        metadata["namespace"] = options.namespace
+    metadata["labels"] = labels
+    metadata["annotations"] = annotations
+    env: list[dict[str, Any]] = [
+        {"name": "VOLTRO_SCHEDULE", "value": target.name},
+        {"name": "VOLTRO_TRIGGER_URL", "value": options.trigger_url(target.name)},
+        {"name": "VOLTRO_RUNS_URL", "value": options.runs_url},
+        {"name": "VOLTRO_CRONJOB", "value": name},
+        {"name": "VOLTRO_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": JOB_NAME_FIELD}}},
+        {"name": "VOLTRO_POLL_SECONDS", "value": "5"},
+        {
+            "name": "VOLTRO_SCHEDULE_TRIGGER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": options.secret_name, "key": options.secret_key}},
+        },
+    ]
+    container: dict[str, Any] = {
+        "name": "trigger",
+        "image": options.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c"],
+        "args": [TRIGGER_SCRIPT],
+        "env": env,
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": "100m", "memory": "32Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 10,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 100,
+            "runAsGroup": 101,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+    active = math.ceil(target.max_runtime_ms / 1000) + POLL_SLACK_SECONDS
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {
+            "schedule": schedule,
+            "timeZone": target.timezone,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": starting_deadline_seconds(options.skew_ms),
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "suspend": False,
+            "jobTemplate": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "backoffLimit": 2,
+                    "activeDeadlineSeconds": active,
+                    "ttlSecondsAfterFinished": 86_400,
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": dict(annotations)},
+                        "spec": pod_spec,
+                    },
+                },
+            },
+        },
+    }
