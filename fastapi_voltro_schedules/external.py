@@ -17,6 +17,10 @@ The rules, decided here and nowhere else:
   make an arrival reach back to an older minute: it lands on the newest one.
 * **Off-cadence.** No occurrence within the budget → :attr:`SnapVerdict.OFF_CADENCE`. That is
   almost always a manifest whose schedule drifted from the app's declaration.
+* **Fall-back twin.** On the night a wall-clock hour repeats, a fixed-time schedule's
+  occurrence is the first pass only; an arrival in the second pass at the same wall time (a
+  Kubernetes CronJob fires both) snaps to that first-pass occurrence — so it is answered
+  ``duplicate``, not ``off_cadence``.
 * **Future.** A reference instant more than :data:`FUTURE_TOLERANCE` after ``now`` is refused
   (:attr:`SnapVerdict.FUTURE`): claiming an occurrence before it is due would turn the real
   firing into a duplicate and lose its work. The tolerance (2 s) absorbs the clock disagreement
@@ -92,6 +96,19 @@ def snap(spec: CronSpec, arrival: datetime, now: datetime, skew_ms: int) -> Snap
     # lateness < period always holds (previous is the newest occurrence at or before the
     # reference), so comparing with the skew alone applies min(skew, period).
     if lateness > skew:
+        twin = _first_pass_twin(spec, reference)
+        twin_previous = None if twin is None else spec.previous_occurrence(twin)
+        if twin is not None and twin_previous is not None and twin - twin_previous <= skew:
+            # The second firing of a repeated wall time (robfig/cron fires both passes): it
+            # is the occurrence its first pass already was — a duplicate, not off-cadence.
+            return SnapResult(
+                SnapVerdict.ACCEPTED,
+                reference,
+                budget,
+                scheduled_at=twin_previous,
+                previous=previous,
+                lateness=twin - twin_previous,
+            )
         return SnapResult(
             SnapVerdict.OFF_CADENCE, reference, budget, previous=previous, lateness=lateness
         )
@@ -103,6 +120,23 @@ def snap(spec: CronSpec, arrival: datetime, now: datetime, skew_ms: int) -> Snap
         previous=previous,
         lateness=lateness,
     )
+
+
+def _first_pass_twin(spec: CronSpec, reference: datetime) -> datetime | None:
+    """For an instant in the *second* pass of a repeated hour (the fall-back night) of a
+    fixed-time schedule: the instant with the same wall time in the first pass. Else None.
+
+    A fixed-time schedule fires a repeated wall time once, at its first pass; a platform that
+    fires it again in the second pass (Kubernetes: robfig/cron fires both) arrives a whole
+    DST shift late. Read at its wall time it is that same occurrence. Wildcard schedules fire
+    both passes themselves, so their second-pass arrivals snap normally."""
+    if spec.is_wildcard:
+        return None
+    local = reference.astimezone(spec.zone)
+    if not local.fold:
+        return None
+    twin = local.replace(fold=0).astimezone(UTC)
+    return twin if twin < reference else None
 
 
 def closes_at(spec: CronSpec, occurrence: datetime, skew_ms: int) -> datetime:
