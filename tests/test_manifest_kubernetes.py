@@ -18,7 +18,7 @@ from fastapi_voltro_schedules.manifests.check import check_cronjobs, read_manife
 from fastapi_voltro_schedules.manifests.names import dns_name
 
 sys.path.insert(0, str(REPO / "tests"))
-from apps import manifest_app  # noqa: E402
+from apps import manifest_app
 
 K8S_VERSION = "1.37.0"
 """The newest schema kubernetes-validate bundles (CronJob.spec.timeZone is GA since 1.27)."""

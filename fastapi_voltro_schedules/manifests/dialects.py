@@ -166,11 +166,22 @@ def kubernetes_cron(spec: CronSpec) -> str:
     return f"{minute} {hour} {dom} {month} {dow}"
 
 
+def _aws_steps(field: str) -> str:
+    """AWS spells a step from a start as ``start/step`` (``0/15``), not ``*/15``/``a-b/s``."""
+    base, slash, step = field.partition("/")
+    if not slash:
+        return field
+    start = base.split("-")[0]
+    return f"{'0' if start == '*' else start}/{step}"
+
+
 def aws_cron(spec: CronSpec) -> str:
     """The EventBridge Scheduler expression ``cron(min hour dom month dow year)``."""
     f = spec.fields()
     _minute_only(spec, f, "EventBridge Scheduler")
-    minute, hour, month = _hm_month(f)
+    minute, hour, month = (_aws_steps(x) for x in _hm_month(f))
+    if month.startswith("0/"):
+        month = "1/" + month[2:]
     days = _days(f)
     if days.rule in (DayRule.BOTH, DayRule.EITHER):
         how = "AND" if days.rule is DayRule.BOTH else "OR"
@@ -183,7 +194,7 @@ def aws_cron(spec: CronSpec) -> str:
     if days.rule is DayRule.EVERY_DAY:
         dom, dow = "*", "?"
     elif days.rule is DayRule.MONTH_DAYS:
-        dom, dow = _compact(days.dom, 1, 31, star=False), "?"
+        dom, dow = _aws_steps(_compact(days.dom, 1, 31, star=False)), "?"
     else:
         dom, dow = "?", _plain_list(tuple(d + 1 for d in days.dow))  # 1 = Sunday
     return f"cron({minute} {hour} {dom} {month} {dow} *)"
