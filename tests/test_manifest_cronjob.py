@@ -229,3 +229,10 @@ def test_the_slot_arithmetic_matches_the_controller_for_many_instants(
         )
         assert f"states its slot {dt.strftime('%Y-%m-%dT%H:%M:00Z')}" in done.stdout, done.stdout
         assert done.returncode == 1
+
+
+def test_the_health_probe_needs_no_token_and_holds_no_secret(server: Server) -> None:
+    r = httpx.get(f"{server.url}/_voltro/health", timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"status": "ok", "scheduler": "armed", "ledger": "reachable"}
+    assert "not-a-real-secret" not in r.text
