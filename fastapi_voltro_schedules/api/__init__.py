@@ -1,8 +1,9 @@
-"""HTTP surface: ``schedules_router`` (trigger, runs, inspect, backfill, dashboard)."""
+"""HTTP surface: ``schedules_router`` (trigger, runs, inspect, backfill, dashboard, metrics)."""
 
 from __future__ import annotations
 
 from .inspect import router as _inspect_router
+from .metrics import router as _metrics_router
 from .router import schedules_router
 from .trigger import router as _trigger_router
 
@@ -10,5 +11,6 @@ from .trigger import router as _trigger_router
 # gets every route, whatever order it imported things in.
 schedules_router.include_router(_trigger_router)
 schedules_router.include_router(_inspect_router)
+schedules_router.include_router(_metrics_router)
 
 __all__ = ["schedules_router"]

@@ -280,8 +280,9 @@ def finish_update_array() -> TextClause:
 
 def finish_update() -> Update:
     """The terminal write of many runs in one ``executemany``: ``UPDATE runs SET status,
-    finished_at, error_tag, error_message, error_traceback WHERE id = :b_id AND status = 'running' AND
-    replica_id = :b_replica`` — each row keeps its own compare-and-set condition."""
+    finished_at, error_tag, error_message, error_traceback WHERE id = :b_id AND status =
+    'running' AND replica_id = :b_replica`` — each row keeps its own compare-and-set
+    condition."""
     c = runs_table.c
     return (
         sa_update(runs_table)
