@@ -46,8 +46,14 @@ def schedule(policy: str, calls: list[datetime]) -> Schedule:
 
 def row(scheduled_at: datetime, trigger: Trigger = Trigger.SELF) -> RunRecord:
     return RunRecord(
-        id=new_run_id(), name="minutely", scheduled_at=scheduled_at, status=RunStatus.SUCCEEDED,
-        trigger=trigger, fired_at=scheduled_at, finished_at=scheduled_at, replica_id="old",
+        id=new_run_id(),
+        name="minutely",
+        scheduled_at=scheduled_at,
+        status=RunStatus.SUCCEEDED,
+        trigger=trigger,
+        fired_at=scheduled_at,
+        finished_at=scheduled_at,
+        replica_id="old",
     )
 
 

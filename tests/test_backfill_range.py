@@ -114,8 +114,11 @@ async def test_a_failing_slot_is_recorded_and_the_next_still_fires(sqlite_url: s
         ledger = await rows(s)
     assert (summary.fired, summary.succeeded, summary.failed) == (5, 4, 1)
     assert [r.status for r in ledger] == [
-        RunStatus.SUCCEEDED, RunStatus.SUCCEEDED, RunStatus.FAILED,
-        RunStatus.SUCCEEDED, RunStatus.SUCCEEDED,
+        RunStatus.SUCCEEDED,
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.SUCCEEDED,
+        RunStatus.SUCCEEDED,
     ]
     assert ledger[2].error_tag == "RuntimeError"
     assert [c.scheduled_at for c in handler.contexts] == [slot(n) for n in range(1, 6)]
@@ -129,9 +132,14 @@ async def test_already_succeeded_slots_are_counted_and_run_again(sqlite_url: str
         await s.store.insert_runs(
             [
                 RunRecord(
-                    id=new_run_id(), name="hourly-sync", scheduled_at=slot(n),
-                    status=RunStatus.SUCCEEDED, trigger=Trigger.SELF, fired_at=slot(n),
-                    finished_at=slot(n), replica_id="old",
+                    id=new_run_id(),
+                    name="hourly-sync",
+                    scheduled_at=slot(n),
+                    status=RunStatus.SUCCEEDED,
+                    trigger=Trigger.SELF,
+                    fired_at=slot(n),
+                    finished_at=slot(n),
+                    replica_id="old",
                 )
                 for n in (2, 4, 40)
             ]

@@ -90,4 +90,3 @@ async def test_cancelling_the_flusher_does_not_strand_the_others() -> None:
     followers[0].cancel()  # cancel the one flushing: its whole batch is cancelled, no hang
     results = await asyncio.gather(*followers, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
-

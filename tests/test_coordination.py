@@ -287,7 +287,8 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     # Marked by a survivor: the slot winner's skip check, or a replica's reaper (every three
     # beats) if it read the corpse dead first — either way exactly once (counted above).
     markers_of_corpse = [
-        r for r in survivors
+        r
+        for r in survivors
         if f"marked a silent run abandoned  name=slow runId={corpse.id}" in r.log()
     ]
     assert len(markers_of_corpse) == 1, logs

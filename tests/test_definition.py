@@ -160,8 +160,11 @@ def test_six_fields_with_external_trigger_rejected() -> None:
 
 
 def test_handler_and_workflow_together_rejected() -> None:
-    with pytest.raises(ScheduleDefinitionError, match=r'define_schedule\("dailyDigest"\): both '
-                       r"handler and workflow are set"):
+    with pytest.raises(
+        ScheduleDefinitionError,
+        match=r'define_schedule\("dailyDigest"\): both '
+        r"handler and workflow are set",
+    ):
         define_schedule(**base(handler=noop, workflow=WorkflowTarget(name="x")))
 
 
@@ -209,8 +212,11 @@ def test_bad_names(name: object) -> None:
 
 
 def test_missing_cron() -> None:
-    with pytest.raises(ScheduleDefinitionError, match=r'define_schedule\("dailyDigest"\): '
-                       r"cron=None is required"):
+    with pytest.raises(
+        ScheduleDefinitionError,
+        match=r'define_schedule\("dailyDigest"\): '
+        r"cron=None is required",
+    ):
         define_schedule(name="dailyDigest", timezone="UTC", handler=noop)  # type: ignore[call-overload]
 
 

@@ -10,13 +10,13 @@ import pytest
 
 from fastapi_voltro_schedules import DiscoveryError, Scheduling, discover_schedules
 
-SCHEDULE = '''
+SCHEDULE = """
 from fastapi_voltro_schedules import define_schedule
 
 @define_schedule(name="{name}", cron="0 9 * * *", timezone="UTC")
 async def job(ctx):
     return None
-'''
+"""
 
 
 @pytest.fixture

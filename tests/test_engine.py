@@ -375,8 +375,14 @@ async def test_retention_sweeps_finished_rows_and_keeps_queued(sqlite_url: str) 
 
         def row(status: RunStatus, finished: datetime | None) -> RunRecord:
             return RunRecord(
-                id=new_run_id(), name="job", scheduled_at=old, status=status,
-                trigger=Trigger.SELF, fired_at=old, finished_at=finished, replica_id="r",
+                id=new_run_id(),
+                name="job",
+                scheduled_at=old,
+                status=status,
+                trigger=Trigger.SELF,
+                fired_at=old,
+                finished_at=finished,
+                replica_id="r",
             )
 
         await s.store.insert_runs(
@@ -443,7 +449,9 @@ async def test_a_workflow_target_without_a_starter_fails_at_boot(sqlite_url: str
     from fastapi_voltro_schedules import ConfigurationError, WorkflowTarget
 
     rollup = define_schedule(
-        name="dailyRollup", cron="0 2 * * *", timezone="UTC",
+        name="dailyRollup",
+        cron="0 2 * * *",
+        timezone="UTC",
         workflow=WorkflowTarget(name="billing.dailyRollup"),
     )
     with pytest.raises(ConfigurationError, match=r"no workflow starter is configured"):

@@ -43,7 +43,10 @@ async def test_succeeded_slots_in_a_range(database_url: str) -> None:
     def run(hour: int, status: RunStatus, name: str = "hourly") -> RunRecord:
         at = T.replace(minute=0, second=0, microsecond=0) + timedelta(hours=hour)
         return RunRecord(
-            id=new_run_id(), name=name, scheduled_at=at, status=status,
+            id=new_run_id(),
+            name=name,
+            scheduled_at=at,
+            status=status,
             trigger=Trigger.MANUAL if hour == 2 else Trigger.SELF,
         )
 

@@ -13,8 +13,13 @@ T = datetime(2026, 3, 4, 9, 0, 0, 123456, tzinfo=UTC)
 
 def running(replica: str, status: RunStatus = RunStatus.RUNNING) -> RunRecord:
     return RunRecord(
-        id=new_run_id(), name="job", scheduled_at=T, status=status, trigger=Trigger.SELF,
-        fired_at=T, replica_id=replica,
+        id=new_run_id(),
+        name="job",
+        scheduled_at=T,
+        status=status,
+        trigger=Trigger.SELF,
+        fired_at=T,
+        replica_id=replica,
     )
 
 

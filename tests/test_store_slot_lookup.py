@@ -17,7 +17,6 @@ from fastapi_voltro_schedules.store import RunRecord, SQLStore, new_run_id
 SLOT = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
 
 
-
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[SQLStore]:
     async with open_store(database_url) as s:

@@ -25,7 +25,10 @@ def sync_cleanup(ctx: ScheduleContext) -> None:
 
 
 @define_schedule(
-    name="slowReindex", cron="*/10 * * * * *", timezone="UTC", on_overlap="skip",
+    name="slowReindex",
+    cron="*/10 * * * * *",
+    timezone="UTC",
+    on_overlap="skip",
     max_runtime_ms=60_000,
 )
 async def slow_reindex(ctx: ScheduleContext) -> None:
