@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from conftest import run_async
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from support.servers import uvicorn_server
 
-from conftest import run_async
 from fastapi_voltro_schedules import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, create_store, new_run_id
-from support.servers import uvicorn_server
 
 TRIGGER_TOKEN = "trigger-token-for-metrics-test"
 INSPECT_TOKEN = "inspect-token-for-metrics-test"
