@@ -33,7 +33,9 @@ from .errors import (
     StoreUnavailableError,
     VoltroError,
 )
+from .metrics import SchedulerMetrics
 from .models import voltro_metadata
+from .outcomes import OutcomeHook, RecordedOutcome
 from .scheduling import Scheduling
 
 __version__ = "0.1.0"
@@ -49,11 +51,14 @@ __all__ = [
     "DiscoveryError",
     "ExternalMissedPolicy",
     "InvalidCronError",
+    "OutcomeHook",
     "OverlapPolicy",
+    "RecordedOutcome",
     "RunStatus",
     "Schedule",
     "ScheduleContext",
     "ScheduleDefinitionError",
+    "SchedulerMetrics",
     "Scheduling",
     "SchedulingConfig",
     "SchemaError",

@@ -97,6 +97,9 @@ class ScheduleRun(_VoltroModel, table=True):
     heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     error_tag: str | None = Field(default=None, sa_type=String(200))
     error_message: str | None = Field(default=None, sa_type=Text)
+    error_traceback: str | None = Field(default=None, sa_type=Text)
+    """A failed run's traceback, bounded (the tail is kept: the innermost frames and the
+    exception itself). Added by migration 0002."""
 
 
 class ScheduleClaim(_VoltroModel, table=True):

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from .clock import iso_z
 from .context import ScheduleContext, WorkflowStarter
 from .enums import RunStatus
 from .errors import ConfigurationError, StoreUnavailableError
-from .logs import logger
+from .logs import logger, run_fields
 from .store import RunOutcome
 
 if TYPE_CHECKING:
@@ -31,6 +33,18 @@ if TYPE_CHECKING:
     from .watchdog import Watchdog, Watched
 
 ERROR_MESSAGE_LIMIT = 2000
+ERROR_TRACEBACK_LIMIT = 16_000
+"""Characters of a failed run's traceback kept in the ledger: the tail (the innermost frames and
+the exception line are what a reader needs; a deep recursion's head is noise)."""
+
+
+def bounded_traceback(error: BaseException, limit: int = ERROR_TRACEBACK_LIMIT) -> str:
+    """``error``'s formatted traceback (causes included), at most ``limit`` characters."""
+    text = "".join(traceback.format_exception(error))
+    if len(text) <= limit:
+        return text
+    marker = f"[… {len(text) - limit} characters cut …]\n"
+    return marker + text[len(text) - limit + len(marker) :]
 
 
 @dataclass(slots=True)
@@ -111,18 +125,34 @@ class Runner:
         *,
         shutdown: bool = False,
     ) -> RunOutcome:
-        """How a run ended, as the terminal write that records it."""
+        """How a run ended, as the terminal write that records it (a failure is logged here,
+        with its traceback)."""
+        trace: str | None = None
         if watched.timed_out:
             status, tag = RunStatus.FAILED, "timeout"
             message: str | None = f"exceeded max_runtime_ms={schedule.max_runtime_ms}" + (
                 "; the worker thread was abandoned" if not _is_async(schedule) else ""
             )
-        elif shutdown:
+            logger.warning(
+                "schedule: run failed  name=%s runId=%s errorTag=%s: %s",
+                schedule.name,
+                run.id,
+                tag,
+                message,
+                extra=self._fields(run, status, error_tag=tag),
+            )
+        elif shutdown:  # logged once by the engine ("scheduler: stopping"), not per run
             status, tag, message = RunStatus.FAILED, "shutdown", "the app shut down mid-run"
         elif error is not None:
             status, tag, message = RunStatus.FAILED, type(error).__name__, str(error)
+            trace = bounded_traceback(error)
             logger.warning(
-                "schedule: run failed  name=%s runId=%s errorTag=%s", schedule.name, run.id, tag
+                "schedule: run failed  name=%s runId=%s errorTag=%s",
+                schedule.name,
+                run.id,
+                tag,
+                exc_info=error,
+                extra=self._fields(run, status, error_tag=tag),
             )
         else:
             status, tag, message = RunStatus.SUCCEEDED, None, None
@@ -132,7 +162,17 @@ class Runner:
             finished_at=self.clock.now(),
             error_tag=tag,
             error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
+            error_traceback=trace,
+            name=run.name,
+            trigger=run.trigger,
+            scheduled_at=run.scheduled_at,
+            fired_at=run.fired_at,
         )
+
+    @staticmethod
+    def _fields(run: RunRecord, status: RunStatus, **more: Any) -> dict[str, Any]:
+        slot = iso_z(run.scheduled_at)
+        return run_fields(run.name, run.id, slot, status.value, trigger=run.trigger.value, **more)
 
     async def _finish(self, ended: list[tuple[str, RunOutcome]]) -> None:
         """Write the terminal statuses (each with its schedule's name, for the warning), each
@@ -152,6 +192,7 @@ class Runner:
                 first.status.value,
                 len(ended),
                 exc,
+                extra=run_fields(name, first.run_id, outcome=first.status.value, runs=len(ended)),
             )
 
     async def _invoke(self, schedule: Schedule, ctx: ScheduleContext) -> None:

@@ -7,9 +7,10 @@ a server database: refuse to start until ``voltro migrate`` ran), log what will 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,10 @@ from .errors import ConfigurationError, ScheduleNotFoundError
 from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
+from .metrics import SchedulerMetrics, default_metrics
+from .outcomes import OutcomeHook, OutcomeHooks, check_hook
 from .runner import Runner
+from .store.instrumented import InstrumentedStore
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -48,6 +52,10 @@ class Scheduling:
 
     ``FastAPI(lifespan=scheduling.lifespan)``, or ``async with scheduling.run(app):`` inside a
     lifespan of your own.
+
+    ``on_outcome``: called once per outcome this process records (see :mod:`.outcomes`).
+    ``metrics``: the collectors to feed (default: the process-wide ones on prometheus_client's
+    global registry, which ``GET /metrics`` serves).
     """
 
     def __init__(
@@ -58,8 +66,13 @@ class Scheduling:
         engine: AsyncEngine | None = None,
         clock: Clock | None = None,
         workflows: WorkflowStarter | None = None,
+        on_outcome: OutcomeHook | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.schedules: list[Schedule] = check_unique_names(list(schedules))
+        self.on_outcome = check_hook(on_outcome)
+        self.metrics = metrics if metrics is not None else default_metrics()
+        self._hooks: OutcomeHooks | None = None
         self.config = config if config is not None else SchedulingConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.workflows = workflows
@@ -137,10 +150,12 @@ class Scheduling:
             self.engine = engine = self._build_engine(store)
             failure: Exception | None = None
             async with anyio.create_task_group() as tg:
+                if self._hooks is not None:
+                    tg.start_soon(self._hooks.run)
                 tg.start_soon(engine.runner.watchdog.run)
                 if arm:
                     await tg.start(engine.supervise)
-                    tg.start_soon(watch_external_missed, self)
+                    tg.start_soon(partial(watch_external_missed, self, metrics=self.metrics))
                 try:
                     yield self
                 except Exception as exc:
@@ -150,6 +165,8 @@ class Scheduling:
                 finally:
                     if arm:
                         await engine.stop()
+                    if self._hooks is not None:
+                        await self._hooks.close()  # deliver the shutdown's outcomes too
                     tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
             if failure is not None:
                 raise failure
@@ -260,8 +277,32 @@ class Scheduling:
         # connection only.
         target = store.engine if isinstance(store, SQLStore) else self.config.database_url
         await ensure_schema(target)
+        # Every ledger call of the engine, the watchers and the routes goes through here: the
+        # one seam where outcomes become metrics and hook calls.
+        self._hooks = OutcomeHooks(self.on_outcome) if self.on_outcome is not None else None
+        self.store = InstrumentedStore(
+            store, self.metrics, self._hooks.submit if self._hooks is not None else None
+        )
+        self.metrics.watch(self)
         self._log_boot()
         return self.store
+
+    def next_fire_times(self) -> Mapping[str, datetime]:
+        """When each schedule fires next: the armed timer of a ``self`` schedule, the next
+        occurrence of an ``external`` one (``voltro_schedule_next_fire_timestamp_seconds``)."""
+        engine = self.engine
+        if engine is None:
+            return {}
+        now = self.clock.now()
+        times: dict[str, datetime] = {}
+        for schedule in self.schedules:
+            if self.trigger_of(schedule) is TriggerMode.EXTERNAL:
+                times[schedule.name] = schedule.next_occurrence(now)
+            else:
+                at = engine.next_firing(schedule.name)
+                if at is not None:
+                    times[schedule.name] = at
+        return times
 
     def _log_boot(self) -> None:
         counts = {mode: 0 for mode in TriggerMode}
@@ -291,6 +332,10 @@ class Scheduling:
 
     async def _shutdown(self) -> None:
         self.engine = None
+        self.metrics.unwatch(self)
+        self._hooks = None
+        if isinstance(self.store, InstrumentedStore):
+            self.store.forget_running()
         if self.store is not None:
             await self.store.dispose()
             self.store = None

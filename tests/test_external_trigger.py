@@ -156,6 +156,7 @@ def test_poll_until_terminal(server: Server) -> None:
         "finishedAt": final["finishedAt"],
         "errorTag": None,
         "error": None,
+        "traceback": None,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", final["finishedAt"])
 

@@ -119,7 +119,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0001"
+    assert await current_revision(async_engine) == head_revision() == "0002"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -276,7 +276,7 @@ def test_script_location_and_head() -> None:
     assert sorted(p.name for p in (location / "versions").glob("0001_*.py")) == [
         "0001_ledger_tables.py"
     ]
-    assert head_revision() == "0001"
+    assert head_revision() == "0002"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -377,7 +377,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     result = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0001 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0002 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -405,7 +405,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     result = CliRunner().invoke(cli_app, ["migrate", "--database-url", rendered])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0001 (postgresql)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0002 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -448,7 +448,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0001 (sqlite)" in proc.stdout
+    assert "at 0002 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

@@ -1,9 +1,10 @@
-"""HTTP surface: ``schedules_router`` (trigger, runs, inspect, backfill, dashboard)."""
+"""HTTP surface: ``schedules_router`` (trigger, runs, inspect, backfill, dashboard, metrics)."""
 
 from __future__ import annotations
 
 from .health import router as _health_router
 from .inspect import router as _inspect_router
+from .metrics import router as _metrics_router
 from .router import schedules_router
 from .trigger import router as _trigger_router
 
@@ -12,5 +13,6 @@ from .trigger import router as _trigger_router
 schedules_router.include_router(_trigger_router)
 schedules_router.include_router(_inspect_router)
 schedules_router.include_router(_health_router)
+schedules_router.include_router(_metrics_router)
 
 __all__ = ["schedules_router"]

@@ -87,6 +87,10 @@ class RunView(_Camel):
     finished_at: str | None
     error_tag: str | None
     error: str | None
+    traceback: str | None = Field(
+        default=None,
+        description="A failed run's traceback (bounded: the last frames and the exception).",
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -100,6 +104,7 @@ class RunView(_Camel):
             finished_at=None if run.finished_at is None else iso_z(run.finished_at),
             error_tag=run.error_tag,
             error=run.error_message,
+            traceback=run.error_traceback,
         )
 
 

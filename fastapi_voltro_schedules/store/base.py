@@ -82,6 +82,7 @@ class RunRecord:
     heartbeat_at: datetime | None = None
     error_tag: str | None = None
     error_message: str | None = None
+    error_traceback: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         """The column values to insert (enums as their stored strings)."""
@@ -99,6 +100,7 @@ class RunRecord:
             "heartbeat_at": self.heartbeat_at,
             "error_tag": self.error_tag,
             "error_message": self.error_message,
+            "error_traceback": self.error_traceback,
         }
 
     @classmethod
@@ -117,6 +119,7 @@ class RunRecord:
             heartbeat_at=row["heartbeat_at"],
             error_tag=row["error_tag"],
             error_message=row["error_message"],
+            error_traceback=row["error_traceback"],
         )
 
     @property
@@ -127,13 +130,20 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """How one run ended: the values :meth:`Store.finish_runs` writes."""
+    """How one run ended: the values :meth:`Store.finish_runs` writes (``run_id`` to
+    ``error_traceback``), and what the run was (``name`` onwards: not written — they label the
+    metrics and the outcome hook, see :mod:`..store.instrumented`)."""
 
     run_id: str
     status: RunStatus
     finished_at: datetime
     error_tag: str | None = None
     error_message: str | None = None
+    error_traceback: str | None = None
+    name: str | None = None
+    trigger: Trigger | None = None
+    scheduled_at: datetime | None = None
+    fired_at: datetime | None = None
 
 
 class Store(abc.ABC):
@@ -237,7 +247,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
-        """Write many runs' terminal status in one transaction (one ``executemany``).
+        """Write many runs' terminal status (``status``, ``finished_at``, ``error_tag``,
+        ``error_message``, ``error_traceback``) in one transaction (one ``executemany``).
 
         Each row is written only if it is still ``running`` and owned by ``replica_id`` — the
         same compare-and-set as :meth:`update_run`, per row — so a row another replica already

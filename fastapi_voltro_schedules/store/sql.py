@@ -412,6 +412,7 @@ class SQLStore(Store):
                 "b_finished": _aware(o.finished_at, "finished_at"),
                 "b_tag": o.error_tag,
                 "b_message": o.error_message,
+                "b_traceback": o.error_traceback,
             }
             for o in outcomes
         ]

@@ -57,7 +57,7 @@ from .base import CLOCK_TRIGGERS, LIVE_STATUSES, TERMINAL_STATUSES
 CLAIM_CHUNK = 1000
 """Keys per claim statement (3 parameters each: far below every driver's parameter cap)."""
 RUN_CHUNK = 500
-"""Rows per run insert (12 parameters each)."""
+"""Rows per run insert (13 parameters each)."""
 NAME_CHUNK = 2000
 """Schedule names per ``IN (…)`` list: well under every driver's bind-parameter limit."""
 DELETE_BATCH = 1000
@@ -267,10 +267,12 @@ def finish_update_array() -> TextClause:
     row still guarded by its own ``status = 'running' AND replica_id`` condition."""
     return text(
         f"UPDATE {runs_table.name} AS r SET status = u.status, finished_at = u.finished_at, "
-        "error_tag = u.error_tag, error_message = u.error_message "
+        "error_tag = u.error_tag, error_message = u.error_message, "
+        "error_traceback = u.error_traceback "
         "FROM unnest(CAST(:b_id AS VARCHAR[]), CAST(:b_status AS VARCHAR[]), "
         "CAST(:b_finished AS TIMESTAMPTZ[]), CAST(:b_tag AS VARCHAR[]), "
-        "CAST(:b_message AS TEXT[])) AS u(id, status, finished_at, error_tag, error_message) "
+        "CAST(:b_message AS TEXT[]), CAST(:b_traceback AS TEXT[])) "
+        "AS u(id, status, finished_at, error_tag, error_message, error_traceback) "
         f"WHERE r.id = u.id AND r.status = '{RunStatus.RUNNING.value}' "
         "AND r.replica_id = :b_replica"
     )
@@ -278,8 +280,9 @@ def finish_update_array() -> TextClause:
 
 def finish_update() -> Update:
     """The terminal write of many runs in one ``executemany``: ``UPDATE runs SET status,
-    finished_at, error_tag, error_message WHERE id = :b_id AND status = 'running' AND
-    replica_id = :b_replica`` — each row keeps its own compare-and-set condition."""
+    finished_at, error_tag, error_message, error_traceback WHERE id = :b_id AND status =
+    'running' AND replica_id = :b_replica`` — each row keeps its own compare-and-set
+    condition."""
     c = runs_table.c
     return (
         sa_update(runs_table)
@@ -293,6 +296,7 @@ def finish_update() -> Update:
             finished_at=bindparam("b_finished", type_=UTCDateTime()),
             error_tag=bindparam("b_tag"),
             error_message=bindparam("b_message"),
+            error_traceback=bindparam("b_traceback"),
         )
     )
 

@@ -1,0 +1,376 @@
+"""``InstrumentedStore``: the ledger seam where outcomes become metrics and hook calls.
+
+Every outcome the scheduler records passes through the store as a write, whichever part of the
+engine made it, so this is the one place that sees them all:
+
+* ``insert_run(s)`` of terminal rows — ``skipped``, ``missed``;
+* ``finish_runs`` — ``succeeded`` / ``failed`` of the runs this process executed;
+* ``update_run`` to a terminal status — a corpse marked ``failed/abandoned``;
+* ``insert_run(s)`` of ``running`` rows, and ``update_run`` to ``running`` (a queued turn) —
+  the running gauge and the firing lag.
+
+Each is observed after the write committed; a write that raised is not an outcome. Every
+:class:`~fastapi_voltro_schedules.errors.StoreUnavailableError` is counted in
+``voltro_schedule_store_errors_total{operation}`` (the method's name) and re-raised unchanged:
+the engine still fails closed, and now an alert can say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..clock import iso_z
+from ..enums import RunStatus, Trigger
+from ..errors import StoreUnavailableError
+from ..logs import logger, run_fields
+from ..metrics import SchedulerMetrics
+from ..outcomes import RecordedOutcome
+from .base import CLOCK_TRIGGERS, RunOutcome, RunRecord, Store
+
+__all__ = ["InstrumentedStore"]
+
+
+class InstrumentedStore(Store):
+    """A :class:`Store` that delegates every call to ``inner`` and observes what it writes."""
+
+    def __init__(
+        self,
+        inner: Store,
+        metrics: SchedulerMetrics,
+        on_recorded: Callable[[RecordedOutcome], None] | None = None,
+    ) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.on_recorded = on_recorded
+        self._running: dict[str, str] = {}
+        """run id → schedule name of the ``running`` rows this process wrote (the gauge)."""
+
+    def __getattr__(self, attribute: str) -> Any:
+        # The rest of the inner store's surface (``engine``…), for code that looks past the
+        # interface (tests, the CLI).
+        return getattr(self.inner, attribute)
+
+    # -- observing ---------------------------------------------------------------------------
+
+    def _error(self, operation: str) -> None:
+        self.metrics.store_errors.labels(operation=operation).inc()
+
+    def _started(
+        self, run_id: str, name: str, trigger: Trigger, scheduled: datetime, fired: datetime | None
+    ) -> None:
+        if run_id not in self._running:
+            self._running[run_id] = name
+            self.metrics.running.labels(name=name).inc()
+        if fired is not None and trigger in CLOCK_TRIGGERS:
+            # Manual runs are excluded: a range backfill of last month is not a late timer.
+            lag = (fired - scheduled).total_seconds()
+            self.metrics.lag.labels(name=name).observe(max(0.0, lag))
+
+    def _ended(self, run_id: str) -> None:
+        name = self._running.pop(run_id, None)
+        if name is not None:
+            self.metrics.running.labels(name=name).dec()
+
+    def forget_running(self) -> None:
+        """The scheduler stopped: none of its runs execute here any more."""
+        for run_id in list(self._running):
+            self._ended(run_id)
+
+    def _recorded(self, outcome: RecordedOutcome, *, duration: bool) -> None:
+        m, name = self.metrics, outcome.name
+        m.runs.labels(name=name, status=outcome.status.value, trigger=outcome.trigger.value).inc()
+        if duration and outcome.fired_at is not None and outcome.finished_at is not None:
+            seconds = (outcome.finished_at - outcome.fired_at).total_seconds()
+            m.run_duration.labels(name=name).observe(max(0.0, seconds))
+        if outcome.status is RunStatus.SUCCEEDED and outcome.finished_at is not None:
+            m.last_success.labels(name=name).set(outcome.finished_at.timestamp())
+        logger.debug(
+            "schedule: recorded  name=%s runId=%s status=%s trigger=%s",
+            name,
+            outcome.run_id,
+            outcome.status.value,
+            outcome.trigger.value,
+            extra=run_fields(
+                name,
+                outcome.run_id,
+                iso_z(outcome.scheduled_at),
+                outcome.status.value,
+                trigger=outcome.trigger.value,
+                error_tag=outcome.error_tag,
+            ),
+        )
+        if self.on_recorded is not None:
+            self.on_recorded(outcome)
+
+    def _observe_rows(self, runs: Sequence[RunRecord]) -> None:
+        for run in runs:
+            if run.status is RunStatus.RUNNING:
+                self._started(run.id, run.name, run.trigger, run.scheduled_at, run.fired_at)
+            elif run.status.terminal:
+                self._recorded(_of_row(run), duration=False)
+
+    # -- claims ------------------------------------------------------------------------------
+
+    @property
+    def dialect_name(self) -> str:
+        return self.inner.dialect_name
+
+    @property
+    def supports_multi_instance(self) -> bool:
+        return self.inner.supports_multi_instance
+
+    async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
+        try:
+            return await self.inner.claim(key, replica_id, claimed_at)
+        except StoreUnavailableError:
+            self._error("claim")
+            raise
+
+    async def claim_many(
+        self, keys: Sequence[str], replica_id: str, claimed_at: datetime
+    ) -> set[str]:
+        try:
+            return await self.inner.claim_many(keys, replica_id, claimed_at)
+        except StoreUnavailableError:
+            self._error("claim_many")
+            raise
+
+    async def prune_claims(self, older_than: datetime, limit: int) -> int:
+        try:
+            return await self.inner.prune_claims(older_than, limit)
+        except StoreUnavailableError:
+            self._error("prune_claims")
+            raise
+
+    async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
+        try:
+            return await self.inner.claim_holder(key)
+        except StoreUnavailableError:
+            self._error("claim_holder")
+            raise
+
+    async def touch_claim(self, key: str, replica_id: str, at: datetime) -> bool:
+        try:
+            return await self.inner.touch_claim(key, replica_id, at)
+        except StoreUnavailableError:
+            self._error("touch_claim")
+            raise
+
+    async def release_claim(
+        self, key: str, *, replica_id: str | None = None, claimed_at: datetime | None = None
+    ) -> bool:
+        try:
+            return await self.inner.release_claim(
+                key, replica_id=replica_id, claimed_at=claimed_at
+            )
+        except StoreUnavailableError:
+            self._error("release_claim")
+            raise
+
+    # -- runs: writes ------------------------------------------------------------------------
+
+    async def insert_run(self, run: RunRecord) -> None:
+        try:
+            await self.inner.insert_run(run)
+        except StoreUnavailableError:
+            self._error("insert_run")
+            raise
+        self._observe_rows([run])
+
+    async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
+        try:
+            await self.inner.insert_runs(runs)
+        except StoreUnavailableError:
+            self._error("insert_runs")
+            raise
+        self._observe_rows(runs)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        expect_status: RunStatus | Collection[RunStatus],
+        expect_replica_id: str | None = None,
+        **values: Any,
+    ) -> bool:
+        try:
+            matched = await self.inner.update_run(
+                run_id, expect_status=expect_status, expect_replica_id=expect_replica_id, **values
+            )
+        except StoreUnavailableError:
+            self._error("update_run")
+            raise
+        status = values.get("status")
+        if not matched or status is None:
+            return matched
+        status = RunStatus(status)
+        if status is RunStatus.RUNNING or status.terminal:
+            if status.terminal:
+                self._ended(run_id)
+            # The update names the run by id only: read it back for its name and trigger. Rare
+            # (a corpse, a queued turn), and the row is ours to read: it just matched.
+            try:
+                row = await self.inner.get_run(run_id)
+            except StoreUnavailableError as exc:
+                self._error("get_run")
+                logger.warning(
+                    "schedule: could not read back run %s for its metrics: %s", run_id, exc
+                )
+                return matched
+            if row is not None and row.status is status:
+                self._observe_rows([row])
+        return matched
+
+    async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
+        names = {o.run_id: self._running.get(o.run_id) for o in outcomes}
+        for o in outcomes:
+            self._ended(o.run_id)  # the handler is over, whether or not the write lands
+        try:
+            await self.inner.finish_runs(outcomes, replica_id)
+        except StoreUnavailableError:
+            self._error("finish_runs")
+            raise
+        for o in outcomes:
+            recorded = _of_outcome(o, names[o.run_id], replica_id)
+            if recorded is None:
+                logger.warning(
+                    "schedule: outcome of run %s carries no schedule name — not counted", o.run_id
+                )
+                continue
+            self._recorded(recorded, duration=True)
+
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
+        try:
+            return await self.inner.heartbeat(run_ids, at, replica_id)
+        except StoreUnavailableError:
+            self._error("heartbeat")
+            raise
+
+    async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
+        try:
+            return await self.inner.sweep_runs(finished_before, limit)
+        except StoreUnavailableError:
+            self._error("sweep_runs")
+            raise
+
+    # -- runs: reads -------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        try:
+            return await self.inner.get_run(run_id)
+        except StoreUnavailableError:
+            self._error("get_run")
+            raise
+
+    async def list_runs(
+        self, name: str | None, limit: int = 100, before: datetime | None = None
+    ) -> list[RunRecord]:
+        try:
+            return await self.inner.list_runs(name, limit, before)
+        except StoreUnavailableError:
+            self._error("list_runs")
+            raise
+
+    async def run_for_slot(
+        self, name: str, scheduled_at: datetime, trigger: Trigger
+    ) -> RunRecord | None:
+        try:
+            return await self.inner.run_for_slot(name, scheduled_at, trigger)
+        except StoreUnavailableError:
+            self._error("run_for_slot")
+            raise
+
+    async def succeeded_slots(
+        self, name: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        try:
+            return await self.inner.succeeded_slots(name, after, until)
+        except StoreUnavailableError:
+            self._error("succeeded_slots")
+            raise
+
+    async def last_run(self, name: str) -> RunRecord | None:
+        try:
+            return await self.inner.last_run(name)
+        except StoreUnavailableError:
+            self._error("last_run")
+            raise
+
+    async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        try:
+            return await self.inner.last_runs(names)
+        except StoreUnavailableError:
+            self._error("last_runs")
+            raise
+
+    async def live_runs(
+        self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
+    ) -> list[RunRecord]:
+        try:
+            return await self.inner.live_runs(name, statuses)
+        except StoreUnavailableError:
+            self._error("live_runs")
+            raise
+
+    async def queued_runs(self, name: str) -> list[RunRecord]:
+        try:
+            return await self.inner.queued_runs(name)
+        except StoreUnavailableError:
+            self._error("queued_runs")
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        try:
+            await self.inner.ping()
+        except StoreUnavailableError:
+            self._error("ping")
+            raise
+
+    async def create_schema(self) -> None:
+        try:
+            await self.inner.create_schema()
+        except StoreUnavailableError:
+            self._error("create_schema")
+            raise
+
+    async def dispose(self) -> None:
+        await self.inner.dispose()
+
+
+def _of_row(run: RunRecord) -> RecordedOutcome:
+    return RecordedOutcome(
+        name=run.name,
+        run_id=run.id,
+        status=run.status,
+        trigger=run.trigger,
+        scheduled_at=run.scheduled_at,
+        fired_at=run.fired_at,
+        finished_at=run.finished_at,
+        error_tag=run.error_tag,
+        error_message=run.error_message,
+        error_traceback=run.error_traceback,
+        replica_id=run.replica_id,
+    )
+
+
+def _of_outcome(o: RunOutcome, tracked: str | None, replica_id: str) -> RecordedOutcome | None:
+    name = o.name or tracked
+    if name is None or o.trigger is None or o.scheduled_at is None:
+        return None
+    return RecordedOutcome(
+        name=name,
+        run_id=o.run_id,
+        status=o.status,
+        trigger=o.trigger,
+        scheduled_at=o.scheduled_at,
+        fired_at=o.fired_at,
+        finished_at=o.finished_at,
+        error_tag=o.error_tag,
+        error_message=o.error_message,
+        error_traceback=o.error_traceback,
+        replica_id=replica_id,
+    )
