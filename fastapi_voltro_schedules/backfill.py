@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import anyio
 
-from .clock import iso_z
+from .clock import Clock, iso_z
 from .definition import Schedule
-from .engine import Engine
 from .enums import RunStatus
 from .errors import BackfillRefusedError, BackfillRequestError
 from .logs import logger
@@ -27,6 +27,17 @@ CONFIRM_ABOVE = 25
 DEFAULT_LIMIT = 1000
 HARD_CEILING = 10_000
 LOCK_SUFFIX = "@range-backfill"
+
+
+class RangeFirer(Protocol):
+    """What a range backfill needs of the scheduler (the engine, or its dispatcher): fire one
+    manual slot and wait for it."""
+
+    store: Store
+    clock: Clock
+    replica_id: str
+
+    async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus: ...
 
 
 def parse_instant(value: str | datetime, field_name: str) -> datetime:
@@ -136,7 +147,7 @@ async def plan_range(
 
 
 async def run_range(
-    engine: Engine,
+    engine: RangeFirer,
     schedule: Schedule,
     plan: RangePlan,
     *,

@@ -31,10 +31,18 @@ class GroupCommit(Generic[T, R]):
 
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        entry = (item, future)
+        self._pending.append(entry)
         # FIFO lock: whoever holds it flushes everything pending; later holders usually find
         # their own future already answered and leave at once.
-        async with self._lock:
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            # Cancelled before any flush took our item: it must not be written after all (a
+            # claim written for a firing that gave up would swallow the slot).
+            self._pending = [e for e in self._pending if e is not entry]
+            raise
+        try:
             while not future.done():
                 batch = self._pending[: self._max_batch]
                 del self._pending[: len(batch)]
@@ -44,6 +52,8 @@ class GroupCommit(Generic[T, R]):
                     if future.done() and not future.cancelled():
                         future.exception()  # ours: raised right here instead of awaited
                     raise
+        finally:
+            self._lock.release()
         return await future
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:

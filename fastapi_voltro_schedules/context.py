@@ -11,7 +11,25 @@ from .enums import Trigger
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from .definition import Schedule
+
+class ScheduleInfo(Protocol):
+    """What a handler can read of the schedule it runs for (a
+    :class:`~fastapi_voltro_schedules.Schedule` is one). A protocol rather than the class, so
+    this module — which the definition builds on — never imports it back."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cron(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def max_runtime_ms(self) -> int: ...
+
+    def next_occurrence(self, after: datetime) -> datetime: ...
+    def previous_occurrence(self, at: datetime) -> datetime | None: ...
 
 
 @runtime_checkable
@@ -42,8 +60,8 @@ class ScheduleContext:
     """``"self"``, ``"external"`` or ``"manual"`` (a ``str`` enum equal to those strings)."""
     deadline: datetime
     """When the watchdog (``max_runtime_ms``) gives up on this run; long handlers can check it."""
-    schedule: Schedule
-    """The schedule being fired."""
+    schedule: ScheduleInfo
+    """The schedule being fired (the :class:`~fastapi_voltro_schedules.Schedule` itself)."""
     app: FastAPI | None = None
     """The FastAPI application the scheduler runs in (``None`` outside an app)."""
     workflows: WorkflowStarter | None = None

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio.lowlevel
 
 from .clock import iso_z
-from .engine import Verdict
+from .coordination import Verdict
 from .enums import CoordinationOutcome, ExternalMissedPolicy, RunStatus, Trigger, TriggerMode
 from .errors import StoreUnavailableError
 from .external import closes_at
@@ -51,8 +51,34 @@ from .metrics import SchedulerMetrics, default_metrics
 from .planning import passed_slots
 
 if TYPE_CHECKING:
+    from .clock import Clock
+    from .config import SchedulingConfig
     from .definition import Schedule
-    from .scheduling import Scheduling
+    from .dispatcher import Firing
+    from .enums import Trigger as TriggerT
+    from .store import Store
+
+
+class _Submitter(Protocol):
+    async def submit(self, schedule: Schedule, slot: datetime, trigger: TriggerT) -> Firing: ...
+
+
+class Scheduling(Protocol):
+    """What the watcher needs of the scheduler (:class:`~fastapi_voltro_schedules.Scheduling`
+    is one) — a protocol, so this module never imports the one that starts it."""
+
+    @property
+    def schedules(self) -> Sequence[Schedule]: ...
+    @property
+    def config(self) -> SchedulingConfig: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def store(self) -> Store | None: ...
+    @property
+    def engine(self) -> _Submitter | None: ...
+
+    def trigger_of(self, schedule: Schedule) -> TriggerMode: ...
 
 __all__ = ["MISSED_GRACE", "ExternalMissedWatcher", "watch_external_missed"]
 
@@ -225,17 +251,16 @@ class ExternalMissedWatcher:
             raise StoreUnavailableError("the scheduler is not running")
         recorded: list[datetime] = []
         for slot in slots:
-            # The engine's external admission claims the slot (whatever the coordination),
-            # applies on_overlap and writes the running (or skipped) row. Under
-            # on_overlap="queue" it waits here for this process's run of the schedule: the
-            # missed runs go one after another, in order.
-            admission = await engine.admit(schedule, slot, Trigger.EXTERNAL)
-            if admission.verdict is Verdict.LOST:
+            # The dispatcher's external admission claims the slot (whatever the coordination),
+            # applies on_overlap and writes the running, skipped or queued row; the run (or
+            # its wait in line) goes on in the background. Under on_overlap="queue" the line
+            # orders the missed runs by scheduled_at.
+            firing = await engine.submit(schedule, slot, Trigger.EXTERNAL)
+            verdict = firing.admission.verdict
+            if verdict is Verdict.LOST:
                 continue  # an arrival or another replica has it
-            if admission.verdict is Verdict.UNAVAILABLE:
+            if verdict is Verdict.UNAVAILABLE:
                 raise StoreUnavailableError(f"could not admit {iso_z(slot)}")
-            if admission.verdict is Verdict.RUN and admission.run is not None:
-                engine.start(schedule, admission.run)
             # The claim is ours. The missed row's id is minted after the run's, so a duplicate
             # arrival (which reports the oldest row of the slot) follows the run.
             await store.insert_run(

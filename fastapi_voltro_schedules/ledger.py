@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 from .batching import GroupCommit
 from .clock import Clock
 from .enums import CoordinationOutcome, RunStatus, Trigger
+from .errors import StoreUnavailableError
+from .logs import logger
 from .models import claim_key
+from .planning import DEAD_AFTER_BEATS, is_live
 from .store import RunOutcome, RunRecord, Store, new_run_id
 
 if TYPE_CHECKING:
@@ -113,3 +116,44 @@ async def record_missed_slots(
         [new_row(schedule.name, s, missed, trigger, outcome, now, replica_id) for s in slots]
     )
     return slots
+
+
+async def mark_abandoned(
+    store: Store, name: str, rows: Sequence[RunRecord], now: datetime, heartbeat_ms: int
+) -> int:
+    """Mark the dead ones among ``rows`` (``running`` rows of ``name``) ``failed/abandoned``.
+
+    One conditional write per corpse — on its status, owner *and the heartbeat that was
+    judged* — so each is marked exactly once across every replica that reads it dead, and a run
+    that beat in between is left alone. A stale beat hands ownership to nobody. Returns how
+    many this call marked; a store failure counts as none (the next look retries).
+    """
+    marked = 0
+    for row in rows:
+        if row.status is not RunStatus.RUNNING or is_live(
+            row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms
+        ):
+            continue
+        try:
+            done = await store.update_run(
+                row.id,
+                expect_status=RunStatus.RUNNING,
+                expect_replica_id=row.replica_id,
+                expect_heartbeat_at=row.heartbeat_at,
+                status=RunStatus.FAILED,
+                finished_at=now,
+                error_tag="abandoned",
+                error_message=f"replica {row.replica_id} stopped reporting (no heartbeat "
+                f"for {heartbeat_ms * DEAD_AFTER_BEATS} ms)",
+            )
+        except StoreUnavailableError:
+            done = False
+        if done:
+            marked += 1
+            logger.warning(
+                "schedule: marked a silent run abandoned  name=%s runId=%s heldBy=%s",
+                name,
+                row.id,
+                row.replica_id,
+            )
+    return marked

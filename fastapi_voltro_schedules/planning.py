@@ -6,11 +6,18 @@ out, so every rule is tested with a table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from .cron import CronSpec
 from .enums import BackfillPolicy, RunStatus
+from .store.base import RowWrite
+
+if TYPE_CHECKING:
+    from .store import RunRecord
 
 CATCH_UP_CAP = 1000
 """The most slots one catch-up walk enumerates (seed: "capped (1000 slots)")."""
@@ -107,3 +114,204 @@ def is_live(
     if seen is None:
         return False
     return now - seen <= timedelta(milliseconds=DEAD_AFTER_BEATS * heartbeat_ms)
+
+
+# -- the durable queue: whose turn it is ------------------------------------------------------
+
+
+class TurnAction(StrEnum):
+    START = "start"
+    """Nothing is ahead: the firing's own row becomes (or is written) ``running``."""
+    ADOPT = "adopt"
+    """A dead waiter ahead is taken over: run its occurrence first, then ask again."""
+    WAIT = "wait"
+    """Something live is ahead (``blocker``): the firing's row is (or stays) ``queued``."""
+    GONE = "gone"
+    """The firing's row is no longer its own queued row (adopted by another replica, written
+    off): stand down."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    """What one look at a schedule's line decided (see :func:`plan_turn`)."""
+
+    action: TurnAction
+    run: RunRecord | None = None
+    """START/ADOPT: the row to run, as it will be once written ``running``."""
+    blocker: RunRecord | None = None
+    """WAIT: the live row ahead (a ``running`` row, or an earlier ``queued`` one)."""
+    insert: RunRecord | None = None
+    """A new firing's own row (``running`` or ``queued``) to insert."""
+    writes: list[RowWrite] = field(default_factory=list)
+    abandoned: list[RunRecord] = field(default_factory=list)
+    """Dead waiters past the adoption bound, written off ``missed``."""
+    dead_running: list[RunRecord] = field(default_factory=list)
+    """Dead ``running`` rows marked ``failed/abandoned`` on the way."""
+
+
+def _order(row: RunRecord) -> tuple[datetime, str]:
+    return (row.scheduled_at, row.id)
+
+
+def plan_turn(
+    line: Sequence[RunRecord],
+    me: RunRecord,
+    *,
+    new: bool,
+    now: datetime,
+    replica_id: str,
+    heartbeat_ms: int,
+    adoption_bound: Callable[[RunRecord], timedelta],
+) -> TurnPlan:
+    """Decide one firing's turn from its schedule's ``line`` (every ``queued``/``running`` row
+    of the schedule, read under the line's lock).
+
+    ``me`` is the firing's row: a candidate not yet written (``new``) or its ``queued`` row.
+    Order is by ``scheduled_at`` (ties by id), never by who looked first. A live ``running``
+    row anywhere, or a live earlier ``queued`` row, makes it wait. A dead ``running`` row is
+    marked ``failed/abandoned``; a dead earlier waiter is adopted when its silence is within
+    ``adoption_bound(row)`` — run first, keeping its trigger and coordination outcome — else
+    written off ``missed`` (counted ``abandoned``). Every write compares what was judged, so a
+    row that beat or moved meanwhile is left alone.
+    """
+    if not new:
+        current = next((r for r in line if r.id == me.id), None)
+        if (
+            current is None
+            or current.status is not RunStatus.QUEUED
+            or current.replica_id != replica_id
+        ):
+            return TurnPlan(TurnAction.GONE)
+        me = current
+    plan_writes: list[RowWrite] = []
+    abandoned: list[RunRecord] = []
+    dead_running: list[RunRecord] = []
+
+    def seen(row: RunRecord) -> datetime:
+        return last_seen(row.fired_at, row.heartbeat_at) or now
+
+    def alive(row: RunRecord) -> bool:
+        return is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+
+    blocker: RunRecord | None = None
+    adopt: RunRecord | None = None
+    for row in sorted(line, key=_order):
+        if row.id == me.id:
+            continue
+        if row.status is RunStatus.RUNNING:
+            if alive(row):
+                blocker = blocker or row
+                continue
+            dead_running.append(row)
+            plan_writes.append(
+                RowWrite(
+                    row.id,
+                    RunStatus.RUNNING,
+                    row.replica_id,
+                    row.heartbeat_at,
+                    {
+                        "status": RunStatus.FAILED,
+                        "finished_at": now,
+                        "error_tag": "abandoned",
+                        "error_message": f"replica {row.replica_id} stopped reporting (no "
+                        f"heartbeat for {heartbeat_ms * DEAD_AFTER_BEATS} ms)",
+                    },
+                )
+            )
+            continue
+        if _order(row) > _order(me) or blocker is not None or adopt is not None:
+            continue  # behind us (its own firing handles it), or we wait anyway
+        if alive(row):
+            blocker = row
+            continue
+        silence = now - seen(row)
+        if silence <= adoption_bound(row):
+            adopt = row
+            continue
+        abandoned.append(row)
+        plan_writes.append(
+            RowWrite(
+                row.id,
+                RunStatus.QUEUED,
+                row.replica_id,
+                row.heartbeat_at,
+                {
+                    "status": RunStatus.MISSED,
+                    "finished_at": now,
+                    "error_tag": "abandoned",
+                    "error_message": f"replica {row.replica_id} stopped reporting while queued; "
+                    f"silent {int(silence.total_seconds() * 1000)} ms, past the adoption bound "
+                    f"of {int(adoption_bound(row).total_seconds() * 1000)} ms",
+                },
+            )
+        )
+    if blocker is not None:
+        insert = replace(me, status=RunStatus.QUEUED) if new else None
+        return TurnPlan(
+            TurnAction.WAIT,
+            blocker=blocker,
+            insert=insert,
+            writes=plan_writes,
+            abandoned=abandoned,
+            dead_running=dead_running,
+        )
+    if adopt is not None:
+        running = replace(
+            adopt, status=RunStatus.RUNNING, replica_id=replica_id, fired_at=now, heartbeat_at=now
+        )
+        plan_writes.append(
+            RowWrite(
+                adopt.id,
+                RunStatus.QUEUED,
+                adopt.replica_id,
+                adopt.heartbeat_at,
+                {
+                    "status": RunStatus.RUNNING,
+                    "replica_id": replica_id,
+                    "fired_at": now,
+                    "heartbeat_at": now,
+                },
+            )
+        )
+        return TurnPlan(
+            TurnAction.ADOPT,
+            run=running,
+            insert=replace(me, status=RunStatus.QUEUED) if new else None,
+            writes=plan_writes,
+            abandoned=abandoned,
+            dead_running=dead_running,
+        )
+    running = replace(me, status=RunStatus.RUNNING, fired_at=now, heartbeat_at=None)
+    if new:
+        return TurnPlan(
+            TurnAction.START,
+            run=running,
+            insert=running,
+            writes=plan_writes,
+            abandoned=abandoned,
+            dead_running=dead_running,
+        )
+    plan_writes.append(
+        RowWrite(
+            me.id,
+            RunStatus.QUEUED,
+            replica_id,
+            me.heartbeat_at,
+            {"status": RunStatus.RUNNING, "fired_at": now},
+        )
+    )
+    return TurnPlan(
+        TurnAction.START,
+        run=running,
+        writes=plan_writes,
+        abandoned=abandoned,
+        dead_running=dead_running,
+    )
+
+
+def adoption_bound(period: timedelta, window_ms: int | None) -> timedelta:
+    """How long a dead waiter's occurrence may be adopted after its last beat: the configured
+    ``queue_adoption_window_ms``, else twice the schedule's period at that occurrence."""
+    if window_ms is not None:
+        return timedelta(milliseconds=window_ms)
+    return 2 * period

@@ -29,7 +29,7 @@ from .context import WorkflowStarter
 from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
-from .enums import Coordination, TriggerMode
+from .enums import ChangeStrategy, Coordination, TriggerMode
 from .errors import ConfigurationError, ScheduleNotFoundError
 from .external_missed import watch_external_missed
 from .ledger import Ledger
@@ -248,7 +248,22 @@ class Scheduling:
             shutdown_grace_ms=config.shutdown_grace_ms,
             run_retention_ms=config.run_retention_ms,
             watched_names=[s.name for s in self.schedules],
+            adoption_window_ms=config.queue_adoption_window_ms,
+            change_strategy=self.change_strategy(store),
         )
+
+    def change_strategy(self, store: Store) -> ChangeStrategy:
+        """The effective ``change_strategy``: ``cdc`` needs Postgres (LISTEN/NOTIFY); anywhere
+        else it falls back to the poll, with a boot warning — never silently."""
+        wanted = self.config.change_strategy
+        if wanted is ChangeStrategy.CDC and store.dialect_name != "postgresql":
+            logger.warning(
+                "scheduling.change_strategy=cdc needs postgres (LISTEN/NOTIFY) — falling back "
+                "to poll (%s): queued firings notice a finished run within 1 s",
+                store.dialect_name,
+            )
+            return ChangeStrategy.POLL
+        return wanted
 
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``

@@ -62,10 +62,18 @@ class Watchdog:
             self._wake()
         return watched
 
+    def keep_alive(self, run_id: str, since: datetime) -> Watched:
+        """Beat ``run_id`` (a ``queued`` row) like a running one, with no deadline, until
+        :meth:`unwatch`: a waiter that stops beating is a corpse by the same rule."""
+        watched = Watched(run_id, since, since, None)
+        self._runs[run_id] = watched
+        return watched
+
     def unwatch(self, watched: Watched) -> None:
         watched.done = True
         watched.cancel = None
-        self._runs.pop(watched.run_id, None)
+        if self._runs.get(watched.run_id) is watched:
+            del self._runs[watched.run_id]
         # A finished run's deadline entry would otherwise sit in the heap until its deadline
         # (30 minutes by default): at 1,000 firings a second, 1.8 million dead entries. Drop
         # them in bulk once they are the majority (every entry beyond the watched runs is a

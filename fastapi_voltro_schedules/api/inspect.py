@@ -25,7 +25,7 @@ from ..backfill import (
     run_range,
 )
 from ..clock import iso_z
-from ..enums import TriggerMode
+from ..enums import RunStatus, TriggerMode
 from ..errors import (
     BackfillRefusedError,
     ScheduleNotFoundError,
@@ -137,13 +137,16 @@ async def list_runs(
     name: Annotated[str | None, Query(description="One schedule; all when omitted.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     before: Annotated[str | None, Query(description="Page: scheduledAt of the last row.")] = None,
+    status: Annotated[
+        RunStatus | None, Query(description="Only runs in this status (e.g. queued).")
+    ] = None,
 ) -> JSONResponse:
     scheduling = scheduling_of(request)
     if name is not None and scheduling.get(name) is None:
         raise ScheduleNotFoundError(name)
     cursor = None if before is None else parse_instant(before, "before")
     assert scheduling.store is not None
-    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor)
+    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor, status=status)
     return JSONResponse({"runs": [InspectRunView.of(r).model_dump(by_alias=True) for r in runs]})
 
 

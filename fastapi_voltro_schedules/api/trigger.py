@@ -16,6 +16,7 @@ retry, redelivery or twin CronJob of one firing, on any replica, resolves to one
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..clock import iso_z
-from ..engine import Verdict
+from ..coordination import Verdict
 from ..enums import Trigger, TriggerMode
 from ..errors import (
     FutureArrivalError,
@@ -184,9 +185,10 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             **facts,
         )
     slot = plan.scheduled_at
-    admission = await engine.admit(schedule, slot, Trigger.EXTERNAL)
-    if admission.verdict is Verdict.RUN and admission.run is not None:
-        engine.start(schedule, admission.run)
+    # Answered as soon as the firing's row exists: a queued firing waits its turn in the
+    # background, never in the request.
+    admission = (await engine.submit(schedule, slot, Trigger.EXTERNAL)).admission
+    if admission.verdict in (Verdict.RUN, Verdict.QUEUED) and admission.run is not None:
         return Arrival("accepted", slot, admission.run)
     if admission.verdict is Verdict.SKIPPED:
         return Arrival("skipped", slot, admission.run)
@@ -209,6 +211,9 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
             run = await store.run_for_slot(name, slot, Trigger.EXTERNAL)
             if run is not None:
                 return run
+            run = _waiting_here(scheduling, lambda r: r.name == name and r.scheduled_at == slot)
+            if run is not None:
+                return run
             await anyio.sleep(DUPLICATE_POLL_SECONDS)
     # Claimed but never recorded: the claimant died between its claim and its row (or the
     # slot was claimed by something that records no run). Nothing will run for it.
@@ -218,6 +223,17 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
         iso_z(slot),
     )
     return None
+
+
+def _waiting_here(
+    scheduling: Scheduling, match: Callable[[RunRecord], bool]
+) -> RunRecord | None:
+    """A firing waiting in this process's in-process queue line (SQLite writes no ``queued``
+    row: its row appears when its turn comes), as its ``queued`` row."""
+    engine = scheduling.engine
+    if engine is None:
+        return None
+    return next((r for r in engine.waiting_here() if match(r)), None)
 
 
 # -- routes ---------------------------------------------------------------------------------
@@ -292,7 +308,9 @@ async def get_run(run_id: str, request: Request) -> JSONResponse:
     store = scheduling_of(request).store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
-    run = await store.get_run(run_id)
+    run = await store.get_run(run_id) or _waiting_here(
+        scheduling_of(request), lambda r: r.id == run_id
+    )
     if run is None:
         raise RunNotFoundError(run_id)
     return JSONResponse(RunView.of(run).model_dump(by_alias=True))

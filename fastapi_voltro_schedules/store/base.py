@@ -15,12 +15,15 @@ import abc
 import os
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..enums import CoordinationOutcome, RunStatus, Trigger
+
+UNCHECKED: Any = object()
+"""``update_run(expect_heartbeat_at=UNCHECKED)``: do not compare ``heartbeat_at``."""
 
 LIVE_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING)
 TERMINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RunStatus if s.terminal)
@@ -146,6 +149,30 @@ class RunOutcome:
     fired_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RowWrite:
+    """One conditional write of a run row: ``SET values WHERE id AND status AND replica_id AND
+    heartbeat_at`` as judged — a row that moved since it was read is left alone."""
+
+    run_id: str
+    expect_status: RunStatus
+    expect_replica_id: str
+    expect_heartbeat_at: datetime | None
+    values: dict[str, object]
+
+
+class LineDecision(Protocol):
+    """What :meth:`Store.take_turn` carries out (see ``planning.TurnPlan``)."""
+
+    @property
+    def insert(self) -> RunRecord | None: ...
+    @property
+    def writes(self) -> Sequence[RowWrite]: ...
+
+
+D = TypeVar("D", bound=LineDecision)
+
+
 class Store(abc.ABC):
     """The ledger: claims (who fires a slot) and runs (what happened to it)."""
 
@@ -233,16 +260,35 @@ class Store(abc.ABC):
         *,
         expect_status: RunStatus | Collection[RunStatus],
         expect_replica_id: str | None = None,
+        expect_heartbeat_at: datetime | None = UNCHECKED,
         **values: Any,
     ) -> bool:
         """Conditionally update one run: ``UPDATE … SET values WHERE id = run_id AND status IN
-        expect_status [AND replica_id = expect_replica_id]``.
+        expect_status [AND replica_id = expect_replica_id] [AND heartbeat_at = expect_heartbeat_at
+        (IS NULL for None)]``.
+
+        ``expect_heartbeat_at`` is how "mark a corpse abandoned" compares the beat it judged: a
+        run that beat in between is not marked.
 
         ``True`` iff the row matched (even when ``values`` equal what is stored); ``False``
         means the row is gone or someone else moved it first — nothing was changed. This is
         the compare-and-set behind "finish my run", "take my queued turn" and "mark a corpse
         abandoned once". ``values`` are column names of the runs table (not ``id``); enums are
         stored as their values. An unknown column raises ``TypeError``.
+        """
+
+    @abc.abstractmethod
+    async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
+        """One look at ``name``'s queue line, serialised across every replica.
+
+        In one transaction: take the line's lock (the claims row ``<name>@queue-line``, locked
+        by an ``UPDATE`` — on SQLite the write transaction itself), read ``name``'s ``queued``
+        and ``running`` rows, call ``decide`` with them (a pure function, see
+        :func:`~fastapi_voltro_schedules.planning.plan_turn`), then insert ``plan.insert`` and
+        apply ``plan.writes`` — each a conditional update. If a write finds its row moved (a
+        beat landed between the read and the write), the transaction is rolled back and the
+        look repeated, so the returned plan is exactly what was committed. Two replicas can
+        never both be told ``START``.
         """
 
     @abc.abstractmethod
@@ -276,11 +322,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_runs(
-        self, name: str | None, limit: int = 100, before: datetime | None = None
+        self,
+        name: str | None,
+        limit: int = 100,
+        before: datetime | None = None,
+        status: RunStatus | None = None,
     ) -> list[RunRecord]:
         """Runs of ``name`` (every schedule when ``None``), newest ``scheduled_at`` first (ties
         by id, newest first), at most ``limit``, only ``scheduled_at < before`` when given —
-        pass the last row's ``scheduled_at`` to page."""
+        pass the last row's ``scheduled_at`` to page — and only in ``status`` when given."""
 
     @abc.abstractmethod
     async def run_for_slot(
@@ -324,6 +374,25 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def queued_runs(self, name: str) -> list[RunRecord]:
         """``name``'s ``queued`` rows, oldest ``scheduled_at`` first (ties by id): the queue."""
+
+    @abc.abstractmethod
+    async def queued_names(self) -> dict[str, list[RunRecord]]:
+        """Every ``queued`` row in the table, by schedule name (boot write-off of names no
+        longer declared)."""
+
+    # -- change notification ---------------------------------------------------------------
+
+    async def notify_changed(self, names: Collection[str]) -> None:  # noqa: B027 - optional
+        """Tell other replicas' waiters that ``names``' runs changed (a terminal write). A
+        hint only (Postgres ``NOTIFY``); the default does nothing and waiters poll."""
+
+    async def listen_changed(
+        self, on_change: Callable[[str], None], *, task_status: Any = None
+    ) -> None:
+        """Call ``on_change(name)`` for each :meth:`notify_changed` from any replica until
+        cancelled, on a dedicated connection. Raises ``NotImplementedError`` where the store
+        has no notification channel (everything but Postgres): waiters then poll."""
+        raise NotImplementedError(f"{self.dialect_name} has no change notifications")
 
     # -- lifecycle --------------------------------------------------------------------------
 

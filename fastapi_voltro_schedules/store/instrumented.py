@@ -27,7 +27,7 @@ from ..errors import StoreUnavailableError
 from ..logs import logger, run_fields
 from ..metrics import SchedulerMetrics
 from ..outcomes import RecordedOutcome
-from .base import CLOCK_TRIGGERS, RunOutcome, RunRecord, Store
+from .base import CLOCK_TRIGGERS, UNCHECKED, D, RunOutcome, RunRecord, Store
 
 __all__ = ["InstrumentedStore"]
 
@@ -193,35 +193,76 @@ class InstrumentedStore(Store):
         *,
         expect_status: RunStatus | Collection[RunStatus],
         expect_replica_id: str | None = None,
+        expect_heartbeat_at: datetime | None = UNCHECKED,
         **values: Any,
     ) -> bool:
         try:
             matched = await self.inner.update_run(
-                run_id, expect_status=expect_status, expect_replica_id=expect_replica_id, **values
+                run_id,
+                expect_status=expect_status,
+                expect_replica_id=expect_replica_id,
+                expect_heartbeat_at=expect_heartbeat_at,
+                **values,
             )
         except StoreUnavailableError:
             self._error("update_run")
             raise
         status = values.get("status")
-        if not matched or status is None:
-            return matched
-        status = RunStatus(status)
-        if status is RunStatus.RUNNING or status.terminal:
-            if status.terminal:
-                self._ended(run_id)
-            # The update names the run by id only: read it back for its name and trigger. Rare
-            # (a corpse, a queued turn), and the row is ours to read: it just matched.
-            try:
-                row = await self.inner.get_run(run_id)
-            except StoreUnavailableError as exc:
-                self._error("get_run")
-                logger.warning(
-                    "schedule: could not read back run %s for its metrics: %s", run_id, exc
-                )
-                return matched
-            if row is not None and row.status is status:
-                self._observe_rows([row])
+        if matched and status is not None:
+            await self._observe_update(run_id, RunStatus(status))
         return matched
+
+    async def _observe_update(self, run_id: str, status: RunStatus) -> None:
+        """Observe a committed conditional write that moved ``run_id`` to ``status``."""
+        if status is not RunStatus.RUNNING and not status.terminal:
+            return
+        if status.terminal:
+            self._ended(run_id)
+        # The update names the run by id only: read it back for its name and trigger. Rare
+        # (a corpse, a queued turn), and the row is ours to read: it just matched.
+        try:
+            row = await self.inner.get_run(run_id)
+        except StoreUnavailableError as exc:
+            self._error("get_run")
+            logger.warning("schedule: could not read back run %s for its metrics: %s", run_id, exc)
+            return
+        if row is not None and row.status is status:
+            self._observe_rows([row])
+
+    async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
+        try:
+            plan = await self.inner.take_turn(name, decide)
+        except StoreUnavailableError:
+            self._error("take_turn")
+            raise
+        # What the line committed: a new queued row, turns taken (running), occurrences
+        # written off past the adoption bound (missed).
+        if plan.insert is not None:
+            self._observe_rows([plan.insert])
+        for write in plan.writes:
+            status = write.values.get("status")
+            if status is not None:
+                await self._observe_update(write.run_id, RunStatus(str(status)))
+        return plan
+
+    async def queued_names(self) -> dict[str, list[RunRecord]]:
+        try:
+            return await self.inner.queued_names()
+        except StoreUnavailableError:
+            self._error("queued_names")
+            raise
+
+    async def notify_changed(self, names: Collection[str]) -> None:
+        try:
+            await self.inner.notify_changed(names)
+        except StoreUnavailableError:
+            self._error("notify_changed")
+            raise
+
+    async def listen_changed(
+        self, on_change: Callable[[str], None], *, task_status: Any = None
+    ) -> None:
+        await self.inner.listen_changed(on_change, task_status=task_status)
 
     async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
         names = {o.run_id: self._running.get(o.run_id) for o in outcomes}
@@ -265,10 +306,14 @@ class InstrumentedStore(Store):
             raise
 
     async def list_runs(
-        self, name: str | None, limit: int = 100, before: datetime | None = None
+        self,
+        name: str | None,
+        limit: int = 100,
+        before: datetime | None = None,
+        status: RunStatus | None = None,
     ) -> list[RunRecord]:
         try:
-            return await self.inner.list_runs(name, limit, before)
+            return await self.inner.list_runs(name, limit, before, status)
         except StoreUnavailableError:
             self._error("list_runs")
             raise

@@ -13,7 +13,7 @@ import random
 import re
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -27,7 +27,7 @@ from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..models import claims_table, runs_table, voltro_metadata
 from . import statements as q
-from .base import RunOutcome, RunRecord, Store
+from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord, Store
 
 T = TypeVar("T")
 logger = logging.getLogger("fastapi_voltro_schedules.store")
@@ -120,6 +120,14 @@ def _quiet_asyncmy_claim_warnings() -> None:
     logger = logging.getLogger("asyncmy")
     if not any(isinstance(f, _DuplicateClaimFilter) for f in logger.filters):
         logger.addFilter(_DuplicateClaimFilter())
+
+
+class _TurnMoved(Exception):
+    """A conditional write of a turn found its row moved: roll back and look again."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _retryable(error: exc.DBAPIError) -> bool:
@@ -388,19 +396,69 @@ class SQLStore(Store):
         *,
         expect_status: RunStatus | Collection[RunStatus],
         expect_replica_id: str | None = None,
+        expect_heartbeat_at: datetime | None = UNCHECKED,
         **values: Any,
     ) -> bool:
         if isinstance(expect_status, str):
             statuses = [RunStatus(expect_status)]
         else:
             statuses = [RunStatus(s) for s in expect_status]
-        stmt = q.conditional_update(run_id, statuses, expect_replica_id, values)
+        check = expect_heartbeat_at is not UNCHECKED
+        stmt = q.conditional_update(
+            run_id,
+            statuses,
+            expect_replica_id,
+            values,
+            expect_heartbeat_at if check else None,
+            check_heartbeat=check,
+        )
 
         async def work(conn: AsyncConnection) -> bool:
             result = await conn.execute(stmt)
             return bool(result.rowcount == 1)
 
         return await self._attempt("update_run", work)
+
+    async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
+        for _ in range(_RETRY_ATTEMPTS):
+            try:
+                return await self._attempt("take_turn", self._turn_work(name, decide))
+            except _TurnMoved:
+                continue  # a beat landed between our read and our write: look again
+        raise StoreUnavailableError(
+            f"store take_turn: the line of {name!r} kept moving under {_RETRY_ATTEMPTS} looks"
+        )
+
+    def _turn_work(
+        self, name: str, decide: Callable[[list[RunRecord]], D]
+    ) -> Callable[[AsyncConnection], Awaitable[D]]:
+        async def work(conn: AsyncConnection) -> D:
+            now = _utcnow()
+            # The lock: an UPDATE of the line's claims row (created on first use). Insert-then-
+            # update would deadlock on MySQL (two shared locks from the duplicate insert, both
+            # upgrading), so the common path is the update alone.
+            if (await conn.execute(q.line_lock(name, now))).rowcount == 0:
+                row = {"key": name + q.LINE_SUFFIX, "replica_id": "", "claimed_at": now}
+                await conn.execute(q.claim_insert(conn.dialect.name, [row], returning=False))
+                await conn.execute(q.line_lock(name, now))
+            result = await conn.execute(q.runs_in_status([name], LIVE_STATUSES))
+            plan = decide([RunRecord.from_row(r._mapping) for r in result])
+            if plan.insert is not None:
+                await conn.execute(q.insert_runs(), [plan.insert.to_row()])
+            for w in plan.writes:
+                stmt = q.conditional_update(
+                    w.run_id,
+                    [w.expect_status],
+                    w.expect_replica_id,
+                    w.values,
+                    w.expect_heartbeat_at,
+                    check_heartbeat=True,
+                )
+                if (await conn.execute(stmt)).rowcount != 1:
+                    raise _TurnMoved
+            return plan
+
+        return work
 
     async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
         if not outcomes:
@@ -441,11 +499,15 @@ class SQLStore(Store):
         return rows[0] if rows else None
 
     async def list_runs(
-        self, name: str | None, limit: int = 100, before: datetime | None = None
+        self,
+        name: str | None,
+        limit: int = 100,
+        before: datetime | None = None,
+        status: RunStatus | None = None,
     ) -> list[RunRecord]:
         if before is not None:
             _aware(before, "before")
-        return await self._read_runs("list_runs", q.list_runs(name, limit, before))
+        return await self._read_runs("list_runs", q.list_runs(name, limit, before, status))
 
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
@@ -486,6 +548,46 @@ class SQLStore(Store):
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
         return await self._read_runs("queued_runs", q.runs_in_status([name], [RunStatus.QUEUED]))
+
+    async def queued_names(self) -> dict[str, list[RunRecord]]:
+        by_name: dict[str, list[RunRecord]] = {}
+        for row in await self._read_runs("queued_names", q.queued_rows()):
+            by_name.setdefault(row.name, []).append(row)
+        return by_name
+
+    # -- change notification -------------------------------------------------------------
+
+    async def notify_changed(self, names: Collection[str]) -> None:
+        if not names or self._engine.dialect.name != "postgresql":
+            return
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(q.notify(names))
+
+        await self._attempt("notify_changed", work, write=False)
+
+    async def listen_changed(
+        self, on_change: Callable[[str], None], *, task_status: Any = None
+    ) -> None:
+        if self._engine.dialect.name != "postgresql":
+            raise NotImplementedError(f"{self.dialect_name} has no change notifications")
+        # A dedicated connection outside the pool's turnover: LISTEN lives on one session.
+        async with self._engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver = raw.driver_connection
+            assert driver is not None
+
+            def callback(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                on_change(payload)
+
+            await driver.add_listener(q.NOTIFY_CHANNEL, callback)
+            try:
+                if task_status is not None:
+                    task_status.started()
+                await anyio.sleep_forever()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await driver.remove_listener(q.NOTIFY_CHANNEL, callback)
 
     # -- lifecycle --------------------------------------------------------------------------
 

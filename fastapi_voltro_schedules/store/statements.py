@@ -306,6 +306,8 @@ def conditional_update(
     expect_status: Collection[RunStatus],
     expect_replica_id: str | None,
     values: Mapping[str, Any],
+    expect_heartbeat_at: Any = None,
+    check_heartbeat: bool = False,
 ) -> Update:
     """``UPDATE runs SET … WHERE id = ? AND status IN (…) [AND replica_id = ?]``.
 
@@ -326,7 +328,24 @@ def conditional_update(
     )
     if expect_replica_id is not None:
         stmt = stmt.where(c.replica_id == expect_replica_id)
+    if check_heartbeat:
+        stmt = stmt.where(
+            c.heartbeat_at.is_(None)
+            if expect_heartbeat_at is None
+            else c.heartbeat_at == expect_heartbeat_at
+        )
     return stmt
+
+
+LINE_SUFFIX = "@queue-line"
+"""The claims row whose lock serialises one schedule's queue line (see ``take_turn``)."""
+
+
+def line_lock(name: str, at: datetime) -> Update:
+    """``UPDATE claims SET claimed_at WHERE key = <name>@queue-line``: the row lock every look
+    at the line takes first (and keeps the row fresh, so claim pruning never removes it)."""
+    c = claims_table.c
+    return sa_update(claims_table).where(c.key == name + LINE_SUFFIX).values(claimed_at=at)
 
 
 def heartbeat_update(run_ids: Sequence[str], at: datetime, replica_id: str) -> Update:
@@ -352,11 +371,15 @@ def run_by_id(run_id: str) -> Select[Any]:
     return select_runs().where(runs_table.c.id == run_id)
 
 
-def list_runs(name: str | None, limit: int, before: datetime | None) -> Select[Any]:
+def list_runs(
+    name: str | None, limit: int, before: datetime | None, status: RunStatus | None = None
+) -> Select[Any]:
     c = runs_table.c
     stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
     if name is not None:
         stmt = stmt.where(c.name == name)
+    if status is not None:
+        stmt = stmt.where(c.status == status.value)
     if before is not None:
         stmt = stmt.where(c.scheduled_at < before)
     return stmt
@@ -378,6 +401,23 @@ def runs_in_status(
         .where(named, c.status.in_([s.value for s in statuses]))
         .order_by(c.scheduled_at, c.id)
     )
+
+
+def queued_rows() -> Select[Any]:
+    c = runs_table.c
+    return select_runs().where(c.status == RunStatus.QUEUED.value).order_by(c.scheduled_at, c.id)
+
+
+NOTIFY_CHANNEL = "voltro_schedule_runs"
+"""Postgres ``LISTEN``/``NOTIFY`` channel of ``change_strategy="cdc"``; the payload is a
+schedule name."""
+
+
+def notify(names: Collection[str]) -> TextClause:
+    """Postgres: one ``pg_notify`` per name, in one statement."""
+    return text(
+        "SELECT pg_notify(:channel, n) FROM unnest(CAST(:names AS VARCHAR[])) AS n"
+    ).bindparams(channel=NOTIFY_CHANNEL, names=sorted(set(names)))
 
 
 def run_for_slot(name: str, scheduled_at: datetime, trigger: Trigger) -> Select[Any]:

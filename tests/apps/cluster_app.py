@@ -12,6 +12,10 @@ distinct replicas of one deployment:
 - ``CLUSTER_SLOW_CRON``           default ``*/2 * * * * *``.
 - ``CLUSTER_SLOW_SLEEP_S``        default ``8``: how long one ``slow`` execution sleeps.
 - ``CLUSTER_SLOW_OVERLAP``        default ``skip``.
+- ``CLUSTER_LINE_CRON``           default ``* * * * * *``: ``line`` (``on_overlap="queue"``).
+- ``CLUSTER_LINE_SECONDS``        default ``1.5-2.5``: a ``line`` run sleeps a uniform draw.
+- ``CLUSTER_LINE_LOG``            when set, each ``line`` run appends one JSON line as it ends:
+  ``{"slot", "start", "end", "replica", "runId", "trigger"}`` — its own wall-clock span.
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -19,7 +23,10 @@ distinct replicas of one deployment:
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import time
 from pathlib import Path
 
 import anyio
@@ -31,6 +38,7 @@ from fastapi_voltro_schedules import (
     Scheduling,
     SchedulingConfig,
     define_schedule,
+    schedules_router,
 )
 
 config = SchedulingConfig()
@@ -52,6 +60,29 @@ async def tick(ctx: ScheduleContext) -> None:
 async def slow(ctx: ScheduleContext) -> None:
     _mark(ctx)
     await anyio.sleep(float(os.environ.get("CLUSTER_SLOW_SLEEP_S", "8")))
+
+
+async def line(ctx: ScheduleContext) -> None:
+    _mark(ctx)
+    start = time.time()
+    low, _, high = os.environ.get("CLUSTER_LINE_SECONDS", "1.5-2.5").partition("-")
+    await anyio.sleep(random.uniform(float(low), float(high or low)))
+    log = os.environ.get("CLUSTER_LINE_LOG")
+    if log:
+        entry = {
+            "slot": ctx.scheduled_at.isoformat(),
+            "start": start,
+            "end": time.time(),
+            "replica": config.replica_id,
+            "runId": ctx.run_id,
+            "trigger": str(ctx.trigger),
+        }
+        # One short O_APPEND write per run: lines from several processes never interleave.
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(entry) + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 def _schedules() -> list[Schedule]:
@@ -77,11 +108,22 @@ def _schedules() -> list[Schedule]:
                 on_overlap=os.environ.get("CLUSTER_SLOW_OVERLAP", "skip"),
             )
         )
+    if "line" in wanted:
+        out.append(
+            define_schedule(
+                name="line",
+                cron=os.environ.get("CLUSTER_LINE_CRON", "* * * * * *"),
+                timezone="UTC",
+                handler=line,
+                on_overlap="queue",
+            )
+        )
     return out
 
 
 scheduling = Scheduling(_schedules(), config=config)
 app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
+app.include_router(schedules_router)
 
 
 @app.get("/_cluster/replica")

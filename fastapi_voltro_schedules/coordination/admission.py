@@ -1,0 +1,301 @@
+"""Admission: the one place a firing is decided — gate, overlap rule, the row that says so.
+
+:meth:`Admitter.admit` (one firing) and :meth:`Admitter.admit_batch` (the herd) are the only
+two ways in; every path that fires — the timer, boot catch-up, an external arrival, Run now,
+``record-and-run``, a range backfill — reaches one of them through the dispatcher. Nothing is
+written before the first line of either, so a rule that must hold before anything is recorded
+(a paused schedule, say) belongs at their top.
+
+Admission decides and records; it never starts a handler (the dispatcher does).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..clock import iso_z
+from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
+from ..errors import StoreUnavailableError
+from ..ledger import new_row
+from ..logs import logger
+from ..planning import TurnAction
+from ..store import RunRecord, new_run_id, new_run_ids
+from .base import Admission, Gate, Step, Turn, Verdict
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..definition import Schedule
+    from ..ledger import Ledger
+    from ..store import Store
+    from .chain import Chain
+    from .inflight import InFlight
+    from .queue import DurableLine
+    from .skip import SkipRule
+
+
+class Admitter:
+    def __init__(
+        self,
+        *,
+        gate: Gate,
+        skip: SkipRule,
+        chain: Chain,
+        line: DurableLine | None,
+        inflight: InFlight,
+        ledger: Ledger,
+        store: Store,
+        clock: Clock,
+        replica_id: str,
+    ) -> None:
+        self.gate = gate
+        self.skip = skip
+        self.chain = chain
+        self.line = line
+        """The durable line (multi-instance coordination); ``None``: the in-process chain."""
+        self.inflight = inflight
+        self.ledger = ledger
+        self.store = store
+        self.clock = clock
+        self.replica_id = replica_id
+
+    def row(
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        status: RunStatus,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        run_id: str | None = None,
+    ) -> RunRecord:
+        now = self.clock.now()
+        return new_row(schedule.name, slot, status, trigger, outcome, now, self.replica_id, run_id)
+
+    # -- one firing -----------------------------------------------------------------------
+
+    async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
+        """Decide one firing and write the row that records the decision (``running``,
+        ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
+        no gate, no overlap rule."""
+        outcome = CoordinationOutcome.NONE
+        if trigger is not Trigger.MANUAL:
+            try:
+                elected = await self.gate.elect(schedule, slot, trigger)
+            except StoreUnavailableError as exc:
+                # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
+                logger.warning(
+                    "schedule: claim failed — not firing (fail-closed)  name=%s slot=%s: %s",
+                    schedule.name,
+                    iso_z(slot),
+                    exc,
+                )
+                return Admission(Verdict.UNAVAILABLE)
+            if elected is None:
+                return Admission(Verdict.LOST)
+            outcome = elected
+            if schedule.on_overlap is OverlapPolicy.SKIP:
+                return await self._skip_or_run(schedule, slot, trigger, outcome)
+            if schedule.on_overlap is OverlapPolicy.QUEUE:
+                return await self._queue(schedule, slot, trigger, outcome)
+        return await self._run(self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome))
+
+    async def _run(self, run: RunRecord) -> Admission:
+        try:
+            await self.ledger.insert(run)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
+                run.name,
+                iso_z(run.scheduled_at),
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        self.inflight.add(run)
+        return Admission(Verdict.RUN, run)
+
+    async def _skip_or_run(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
+    ) -> Admission:
+        now = self.clock.now()
+        try:
+            holder = await self.skip.holder(schedule, now)
+        except StoreUnavailableError as exc:
+            # Fail closed: without seeing the cluster, running could be the double run the
+            # rule exists to prevent. The claim stays taken; nothing is recorded.
+            logger.warning(
+                "schedule: overlap check failed — not firing (fail-closed)  name=%s slot=%s: %s",
+                schedule.name,
+                iso_z(slot),
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if holder is None:
+            return await self._run(self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome))
+        self.skip.log_skip(schedule, holder, now)
+        skipped = self.row(schedule, slot, RunStatus.SKIPPED, trigger, outcome)
+        try:
+            await self.ledger.insert(skipped)
+        except StoreUnavailableError as exc:
+            logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
+        return Admission(Verdict.SKIPPED, skipped)
+
+    async def _queue(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
+    ) -> Admission:
+        if self.line is None:
+            return await self._chain(schedule, slot, trigger, outcome)
+        me = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome)
+        try:
+            plan = await self.line.look(schedule, me, new=True)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not join the queue — not firing (fail-closed)  name=%s slot=%s: "
+                "%s",
+                schedule.name,
+                iso_z(slot),
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if plan.action is TurnAction.START and plan.run is not None:
+            self.inflight.add(plan.run)
+            return Admission(Verdict.RUN, plan.run)
+        queued = plan.insert or me
+        if plan.blocker is not None:
+            self.line.log_wait(schedule, plan.blocker)
+        turn = self.line.turn(schedule, queued)
+        if plan.action is TurnAction.ADOPT and plan.run is not None:
+            return Admission(Verdict.QUEUED, queued, _Adopted(plan.run, turn))
+        return Admission(Verdict.QUEUED, queued, turn)
+
+    async def _chain(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
+    ) -> Admission:
+        run_id = new_run_id()
+        if self.chain.try_start(schedule.name, run_id):
+            running = self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
+            try:
+                admission = await self._run(running)
+            finally:
+                if self.inflight.runs[schedule.name].get(run_id) is None:
+                    self.chain.give_up(schedule.name, run_id)
+                else:
+                    self.chain.started(schedule.name, run_id)
+            return admission
+        behind = self.chain.behind(schedule.name)
+        if isinstance(behind, RunRecord):
+            logger.info(
+                "schedule: queued behind a run in flight   name=%s heldBy=%s",
+                schedule.name,
+                behind.replica_id,
+            )
+        elif behind is not None:
+            logger.info(
+                "schedule: queued behind an earlier firing name=%s behind=%s",
+                schedule.name,
+                iso_z(behind),
+            )
+        queued = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome, run_id)
+
+        async def start(row: RunRecord) -> RunRecord | None:
+            running = self.row(
+                schedule, row.scheduled_at, RunStatus.RUNNING, row.trigger, outcome, row.id
+            )
+            admission = await self._run(running)
+            return admission.run if admission.verdict is Verdict.RUN else None
+
+        return Admission(Verdict.QUEUED, queued, self.chain.enqueue(queued, start))
+
+    # -- the herd -------------------------------------------------------------------------
+
+    async def admit_batch(
+        self, items: Sequence[tuple[Schedule, datetime]]
+    ) -> list[tuple[Schedule, RunRecord]]:
+        """Claim, apply the overlap rule to and record the herd (``trigger="self"``, no
+        ``queue`` schedules — those go one by one through :meth:`admit`): one claim statement
+        per 1,000 keys, one overlap read, one insert. Returns the runs to start (their
+        ``running`` rows are written and they count as in flight)."""
+        if not items:
+            return []
+        try:
+            outcomes = await self.gate.elect_many(items)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
+                len(items),
+                items[0][0].name,
+                iso_z(items[0][1]),
+                exc,
+            )
+            return []
+        won = [
+            (schedule, slot, outcome)
+            for (schedule, slot), outcome in zip(items, outcomes, strict=True)
+            if outcome is not None
+        ]
+        now = self.clock.now()
+        elsewhere: dict[str, list[RunRecord]] = defaultdict(list)
+        ask = [
+            s.name
+            for s, _, _ in won
+            if s.on_overlap is OverlapPolicy.SKIP and self.skip.needs_read(s)
+        ]
+        blind: set[str] = set()
+        if ask:
+            try:
+                for row in await self.store.live_runs(ask):
+                    elsewhere[row.name].append(row)
+            except StoreUnavailableError as exc:
+                # Fail closed for the skip schedules only: they cannot see the cluster.
+                logger.warning(
+                    "schedule: overlap check failed — not firing (fail-closed)  schedules=%d "
+                    "first=%s: %s",
+                    len(ask),
+                    ask[0],
+                    exc,
+                )
+                blind = set(ask)
+        rows: list[RunRecord] = []
+        starts: list[tuple[Schedule, RunRecord]] = []
+        for (schedule, slot, outcome), run_id in zip(won, new_run_ids(len(won)), strict=True):
+            if schedule.name in blind:
+                continue
+            if schedule.on_overlap is OverlapPolicy.SKIP:
+                holder = await self.skip.live_among(schedule, elsewhere.get(schedule.name, []), now)
+                if holder is not None:
+                    self.skip.log_skip(schedule, holder, now)
+                    skipped = RunStatus.SKIPPED
+                    rows.append(self.row(schedule, slot, skipped, Trigger.SELF, outcome, run_id))
+                    continue
+            running = RunStatus.RUNNING
+            run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id)
+            rows.append(run)
+            starts.append((schedule, run))
+        try:
+            await self.store.insert_runs(rows)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record %d firings — not running them: %s", len(rows), exc
+            )
+            return []
+        for _, run in starts:
+            self.inflight.add(run)
+        return starts
+
+
+class _Adopted:
+    """A turn whose first step is an occurrence adopted while joining the line."""
+
+    def __init__(self, adopted: RunRecord, turn: Turn) -> None:
+        self._first: RunRecord | None = adopted
+        self._turn = turn
+
+    async def next(self) -> Step | None:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return Step(first, adopted=True)
+        return await self._turn.next()
+
+    def close(self) -> None:
+        self._turn.close()

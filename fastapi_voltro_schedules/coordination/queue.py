@@ -1,0 +1,211 @@
+"""``on_overlap="queue"`` on multi-instance stores: the line is a row, not a promise.
+
+Consecutive occurrences land on different replicas as a matter of course, so a firing that
+cannot start yet records itself ``queued`` in ``_voltro_schedule_runs`` and waits until no run
+of the schedule is live on any replica and no earlier queued occurrence (by ``scheduled_at``)
+still waits. Every look at the line is one :meth:`Store.take_turn` — the decision is the pure
+:func:`~fastapi_voltro_schedules.planning.plan_turn`, taken under the line's lock and written
+with conditional updates — so two replicas can never both conclude they are next.
+
+A waiter beats its row like a running one (the watchdog), so a replica that dies while queued
+leaves a corpse by the same rule; the firing behind it adopts that occurrence — runs it first,
+with its own trigger and coordination outcome, stamped with the adopter's ``replica_id`` —
+within the adoption bound, or records it ``missed`` (counted ``abandoned``) past it. A waiter
+that was only slow finds its row no longer its own and stands down.
+
+A waiter looks again when the ledger changes (a terminal write here, or a ``NOTIFY`` under
+``change_strategy="cdc"``) and at least every :data:`POLL_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..clock import iso_z
+from ..enums import RunStatus
+from ..errors import StoreUnavailableError
+from ..logs import logger
+from ..planning import TurnAction, TurnPlan, adoption_bound, plan_turn
+from .base import Step
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..definition import Schedule
+    from ..metrics import QueueMetrics
+    from ..store import RunRecord, Store
+    from ..watchdog import Watchdog, Watched
+    from .inflight import Wakeups
+
+POLL_SECONDS = 1.0
+"""How often a waiter looks at the line with no change event (``change_strategy="poll"``)."""
+
+
+class DurableLine:
+    """The queue lines of every schedule, as seen by this replica."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        replica_id: str,
+        heartbeat_ms: int,
+        adoption_window_ms: int | None,
+        watchdog: Watchdog,
+        wakeups: Wakeups,
+        metrics: QueueMetrics,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.replica_id = replica_id
+        self.heartbeat_ms = heartbeat_ms
+        self.adoption_window_ms = adoption_window_ms
+        self.watchdog = watchdog
+        self.wakeups = wakeups
+        self.metrics = metrics
+        self.poll_seconds = poll_seconds
+
+    def _bound(self, schedule: Schedule) -> Callable[[RunRecord], timedelta]:
+        def bound(row: RunRecord) -> timedelta:
+            return adoption_bound(schedule.period_at(row.scheduled_at), self.adoption_window_ms)
+
+        return bound
+
+    async def look(self, schedule: Schedule, me: RunRecord, *, new: bool) -> TurnPlan:
+        """One look at the line for ``me`` (raises ``StoreUnavailableError``)."""
+        now = self.clock.now()
+
+        def decide(line: list[RunRecord]) -> TurnPlan:
+            return plan_turn(
+                line,
+                me,
+                new=new,
+                now=now,
+                replica_id=self.replica_id,
+                heartbeat_ms=self.heartbeat_ms,
+                adoption_bound=self._bound(schedule),
+            )
+
+        plan = await self.store.take_turn(schedule.name, decide)
+        self._report(schedule, plan)
+        return plan
+
+    def _report(self, schedule: Schedule, plan: TurnPlan) -> None:
+        for row in plan.dead_running:
+            logger.warning(
+                "schedule: marked a silent run abandoned  name=%s runId=%s heldBy=%s",
+                schedule.name,
+                row.id,
+                row.replica_id,
+            )
+        for row in plan.abandoned:
+            self.metrics.recoveries.labels(name=schedule.name, outcome="abandoned").inc()
+            logger.warning(
+                "schedule: a queued firing's replica stopped reporting past the adoption bound "
+                "— recorded missed  name=%s runId=%s heldBy=%s scheduledAt=%s",
+                schedule.name,
+                row.id,
+                row.replica_id,
+                iso_z(row.scheduled_at),
+            )
+        if plan.action is TurnAction.ADOPT and plan.run is not None:
+            self.metrics.recoveries.labels(name=schedule.name, outcome="adopted").inc()
+            logger.warning(
+                "schedule: adopted a queued firing from a replica that stopped reporting  "
+                "name=%s runId=%s",
+                schedule.name,
+                plan.run.id,
+            )
+
+    def log_wait(self, schedule: Schedule, blocker: RunRecord) -> None:
+        if blocker.status is RunStatus.RUNNING:
+            logger.info(
+                "schedule: queued behind a run in flight   name=%s heldBy=%s",
+                schedule.name,
+                blocker.replica_id,
+            )
+        else:
+            logger.info(
+                "schedule: queued behind an earlier firing name=%s behind=%s",
+                schedule.name,
+                _iso_ms(blocker.scheduled_at),
+            )
+
+    def turn(self, schedule: Schedule, queued: RunRecord) -> LineTurn:
+        return LineTurn(self, schedule, queued)
+
+
+class LineTurn:
+    """One firing's ``queued`` row, waiting: beats while it waits, looks on every change."""
+
+    def __init__(self, line: DurableLine, schedule: Schedule, queued: RunRecord) -> None:
+        self._line = line
+        self._schedule = schedule
+        self._queued = queued
+        self._queued_at = queued.fired_at or line.clock.now()
+        self._beat: Watched | None = line.watchdog.keep_alive(queued.id, self._queued_at)
+        self._done = False
+        line.metrics.queued.labels(name=schedule.name).inc()
+
+    async def next(self) -> Step | None:
+        line, schedule = self._line, self._schedule
+        blocker_seen: str | None = None
+        while not self._done:
+            # Subscribe before looking: a change that lands during the look still wakes us.
+            event = line.wakeups.event(schedule.name)
+            try:
+                plan = await line.look(schedule, self._queued, new=False)
+            except StoreUnavailableError as exc:
+                logger.warning(
+                    "schedule: could not look at the queue — waiting  name=%s runId=%s: %s",
+                    schedule.name,
+                    self._queued.id,
+                    exc,
+                )
+            else:
+                if plan.action is TurnAction.GONE:
+                    logger.info(
+                        "schedule: queued firing taken over elsewhere — standing down  "
+                        "name=%s runId=%s",
+                        schedule.name,
+                        self._queued.id,
+                    )
+                    self.close()
+                    return None
+                if plan.action is TurnAction.ADOPT and plan.run is not None:
+                    return Step(plan.run, adopted=True)
+                if plan.action is TurnAction.START and plan.run is not None:
+                    self._started(plan.run)
+                    return Step(plan.run)
+                if plan.blocker is not None and plan.blocker.id != blocker_seen:
+                    blocker_seen = plan.blocker.id
+                    line.log_wait(schedule, plan.blocker)
+            with anyio.move_on_after(line.poll_seconds):
+                await event.wait()
+        return None
+
+    def _started(self, run: RunRecord) -> None:
+        waited = (run.fired_at or self._queued_at) - self._queued_at
+        self._line.metrics.wait_seconds.labels(name=self._schedule.name).observe(
+            max(waited.total_seconds(), 0.0)
+        )
+        self.close()
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._beat is not None:
+            self._line.watchdog.unwatch(self._beat)
+            self._beat = None
+        self._line.metrics.queued.labels(name=self._schedule.name).dec()
+
+
+def _iso_ms(at: datetime) -> str:
+    """``2026-09-13T10:05:00.000Z`` — the seed's shape of ``behind=``."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"

@@ -1,0 +1,116 @@
+"""The timer: one loop over a heap of next instants. It only knows instants; every firing it
+finds due goes to the dispatcher.
+
+10,000 schedules are one task and one heap, not 10,000 sleeping tasks. Each schedule keeps
+``last_planned`` — the newest slot it has accounted for (fired, skipped or recorded missed).
+On every wake the slots in ``(last_planned, now]`` are due; more than one means the process
+fell behind (busy loop, wall-clock step, suspended VM) and the backfill policy decides. Because
+the next instant is always derived from ``last_planned`` and never from a sleep's length, a
+clock stepping back never fires a slot twice and a clock stepping forward never loses one
+silently.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from .enums import OverlapPolicy
+from .logs import logger
+from .planning import passed_slots
+
+if TYPE_CHECKING:
+    from .clock import Clock
+    from .definition import Schedule
+    from .dispatcher import Dispatcher
+
+MAX_SLEEP_SECONDS = 30.0
+"""Longest single sleep: every wait is re-evaluated against the wall clock at least this often."""
+
+
+@dataclass(slots=True)
+class _Armed:
+    schedule: Schedule
+    last_planned: datetime
+    due_at: datetime
+
+
+class Timer:
+    def __init__(self, clock: Clock, dispatcher: Dispatcher) -> None:
+        self.clock = clock
+        self.dispatcher = dispatcher
+        # A heap of distinct instants, each with the schedules due then. A herd of 10,000
+        # schedules on one cron is one heap entry and a list, not 10,000 heap pushes.
+        self._instants: list[datetime] = []
+        self._due: dict[datetime, list[_Armed]] = {}
+        self._armed: dict[str, _Armed] = {}
+
+    def arm(
+        self, schedule: Schedule, last_planned: datetime, due_at: datetime | None = None
+    ) -> None:
+        if due_at is None:
+            due_at = schedule.next_occurrence(last_planned)
+        armed = self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
+        self._enqueue(armed)
+
+    def _enqueue(self, armed: _Armed) -> None:
+        bucket = self._due.get(armed.due_at)
+        if bucket is None:
+            bucket = self._due[armed.due_at] = []
+            heapq.heappush(self._instants, armed.due_at)
+        bucket.append(armed)
+
+    def next_firing(self, name: str) -> datetime | None:
+        armed = self._armed.get(name)
+        return None if armed is None else armed.due_at
+
+    async def run(self) -> None:
+        """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
+        while True:
+            now = self.clock.now()
+            self.dispatch_due(now)
+            wait = MAX_SLEEP_SECONDS
+            if self._instants:
+                wait = min(wait, (self._instants[0] - now).total_seconds())
+            await self.clock.sleep(max(wait, 0.0))
+
+    def dispatch_due(self, now: datetime) -> None:
+        # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
+        # one cron computation per distinct expression, not one per schedule.
+        walks: dict[tuple[int, datetime], tuple[list[datetime], bool]] = {}
+        nexts: dict[tuple[int, datetime], datetime] = {}
+        herd: list[tuple[Schedule, datetime]] = []
+        stepped_back: list[_Armed] = []
+        while self._instants and self._instants[0] <= now:
+            for armed in self._due.pop(heapq.heappop(self._instants)):
+                schedule = armed.schedule
+                if self._armed.get(schedule.name) is not armed:
+                    continue  # re-armed since: that entry is the live one
+                walk_key = (id(schedule.spec), armed.last_planned)
+                if walk_key not in walks:
+                    walks[walk_key] = passed_slots(schedule.spec, armed.last_planned, now)
+                slots, capped = walks[walk_key]
+                if capped:
+                    logger.warning(
+                        "schedule: catch-up capped  name=%s slots=%d (older slots not enumerated)",
+                        schedule.name,
+                        len(slots),
+                    )
+                if not slots:
+                    # The clock stepped back while we slept: re-arm, fire nothing twice.
+                    stepped_back.append(armed)
+                    continue
+                next_key = (id(schedule.spec), slots[-1])
+                if next_key not in nexts:
+                    nexts[next_key] = schedule.next_occurrence(slots[-1])
+                self.arm(schedule, slots[-1], nexts[next_key])
+                if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
+                    herd.append((schedule, slots[0]))
+                else:
+                    self.dispatcher.spawn(self.dispatcher.fire_slots, schedule, slots)
+        for armed in stepped_back:
+            self._enqueue(armed)
+        if herd:
+            self.dispatcher.spawn(self.dispatcher.fire_batch, herd)
