@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .dashboard import router as _dashboard_router
 from .inspect import router as _inspect_router
 from .router import schedules_router
 from .trigger import router as _trigger_router
@@ -10,5 +11,6 @@ from .trigger import router as _trigger_router
 # gets every route, whatever order it imported things in.
 schedules_router.include_router(_trigger_router)
 schedules_router.include_router(_inspect_router)
+schedules_router.include_router(_dashboard_router)
 
 __all__ = ["schedules_router"]

@@ -105,6 +105,11 @@ async def require_inspect_token(
 ) -> None:
     """Dependency of the inspect routes and the dashboard: the bearer token must be the
     inspect token."""
+    if credentials is None:  # INTERIM until ops's roles land: the dashboard's cookie
+        from .session import session_role
+
+        if session_role(request) is not None:
+            return
     _check(
         scheduling_of(request).config.inspect_token,
         credentials,
