@@ -64,6 +64,27 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     assert versions == ["0001_ledger_tables.py"]
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()
+    # the dashboard's templates and static files ship too (no CDN, nothing to build)
+    dashboard = package_dir / "dashboard"
+    for asset in (
+        "templates/_base.html",
+        "templates/signin.html",
+        "templates/dashboard.html",
+        "static/dashboard.css",
+        "static/dashboard.js",
+        "static/favicon.svg",
+    ):
+        assert (dashboard / asset).is_file(), asset
+    served = _run(
+        [
+            str(python),
+            "-c",
+            "from fastapi_voltro_schedules.api import dashboard as d;"
+            "d._templates().get_template('dashboard.html'); print(len(d._static('dashboard.js')))",
+        ],
+        cwd=outside,
+    )
+    assert int(served.stdout) > 1000
 
     db = tmp_path / "x.db"
     result = _run(

@@ -94,6 +94,31 @@
     for (const node of existing.values()) node.remove();
   }
 
+  // Keep what the reader looks at where it is on screen while the page updates above it (a
+  // new run at the top of a timeline, a card growing). Done here rather than left to the
+  // browser's scroll anchoring, which not every browser has and which picks its own anchor.
+  function keepView(update) {
+    let anchor = null;
+    let before = 0;
+    if (window.scrollY > 0) {
+      const bar = document.querySelector(".topbar");
+      const barBottom = bar && getComputedStyle(bar).position === "sticky" ? bar.getBoundingClientRect().bottom : 0;
+      for (const node of list.querySelectorAll(".card-head, .facts, .run, .timeline > h3")) {
+        const top = node.getBoundingClientRect().top;
+        if (top >= barBottom) {
+          anchor = node;
+          before = top;
+          break;
+        }
+      }
+    }
+    update();
+    if (anchor && anchor.isConnected) {
+      const delta = anchor.getBoundingClientRect().top - before;
+      if (Math.abs(delta) >= 1) window.scrollBy(0, delta);
+    }
+  }
+
   // ---- time ----------------------------------------------------------------------------
   const serverNow = () => Date.now() + state.offsetMs;
 
@@ -312,7 +337,7 @@
     r.abs = el("time", { class: "run-abs" });
     r.duration = el("span", { class: "run-meta" });
     r.replica = el("span", { class: "run-meta" });
-    r.how = el("span", { class: "run-meta" });
+    r.how = el("span", { class: "run-meta run-how" });
     const label = (text) => el("span", { class: "run-label", text: `${text} ` });
     const node = el("li", { class: "run", "data-run-id": run.runId },
       el("span", {}, r.status),
@@ -430,7 +455,7 @@
   function rerender(name) {
     const node = card(name);
     const s = state.schedules.get(name);
-    if (node && s) updateCard(node, s);
+    if (node && s) keepView(() => updateCard(node, s));
   }
 
   async function showOlder(name) {
@@ -543,9 +568,10 @@
       await Promise.all(
         [...state.expanded].filter((n) => state.schedules.has(n)).map((n) => loadRuns(n)),
       );
-      sync(list, body.schedules, (s) => s.name, makeCard, updateCard);
+      keepView(() => sync(list, body.schedules, (s) => s.name, makeCard, updateCard));
       $("empty").hidden = body.schedules.length > 0;
       state.lastOk = Date.now();
+      root.dataset.refreshes = String(Number(root.dataset.refreshes || 0) + 1); // for tests
       if (state.failing) {
         state.failing = false;
         say("");
