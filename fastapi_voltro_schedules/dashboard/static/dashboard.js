@@ -197,7 +197,11 @@
     return body;
   }
 
+  let sayTimer = null;
   function say(message, isError) {
+    // Confirmations fade after a while; errors stay until the next success clears them.
+    clearTimeout(sayTimer);
+    if (message && !isError) sayTimer = setTimeout(() => say(""), 10000);
     banner.classList.toggle("is-error", Boolean(isError));
     banner.replaceChildren();
     if (!message) return;
