@@ -34,6 +34,7 @@ from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .runner import Runner
+from .tokens import Tokens, load_tokens
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Scheduling:
         self.store: Store | None = None
         self.engine: Engine | None = None
         self.app: FastAPI | None = None
+        self.tokens: Tokens = Tokens()
+        """The route tokens, parsed and checked at boot (:func:`load_tokens`)."""
         self._running = False
 
     @classmethod
@@ -244,6 +247,9 @@ class Scheduling:
 
         ensure_visible()
         self.validate()
+        self.tokens = load_tokens(self.config)
+        for warning in self.tokens.warnings:
+            logger.warning("scheduler: %s", warning)
         self.app = app
         if app is not None:
             app.state.scheduling = self

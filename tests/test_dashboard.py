@@ -98,6 +98,10 @@ async def test_the_read_token_signs_in_read_only(sqlite_url: str) -> None:
         assert r.status_code == 303 and r.headers["set-cookie"].startswith("voltro_session=read.")
         page = await client.get(PAGE)
         assert 'data-role="read"' in page.text and "read-only" in page.text
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 200
+        # the page hides Run now from a viewer; the server refuses it whatever the page does
+        fired = await client.post("/_voltro/inspect/schedules/digest/fire")
+        assert fired.status_code == 403, fired.text
 
 
 async def test_the_cookie_is_secure_under_https(sqlite_url: str) -> None:

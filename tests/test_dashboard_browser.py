@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-
 from support.browser import chromium, missing
 from support.servers import Server, uvicorn_server
 
@@ -165,16 +164,24 @@ def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> N
         # -- read-only ---------------------------------------------------------------------
         sign_in(driver, base, READER)
         assert driver.find_element(By.ID, "role").text == "read-only"
-        names = [c.get_attribute("data-schedule") for c in driver.find_elements(By.CSS_SELECTOR, "li.card")]
+        names = [
+            c.get_attribute("data-schedule")
+            for c in driver.find_elements(By.CSS_SELECTOR, "li.card")
+        ]
         assert names == ["heartbeat", "flaky", "dailyDigest", "invoice"]
-        wait_for("the coordination", lambda: driver.find_element(By.ID, "coordination").text == "single")
+        wait_for(
+            "the coordination", lambda: driver.find_element(By.ID, "coordination").text == "single"
+        )
         # the coordination is shown once, at the top, not per schedule
         assert len(driver.find_elements(By.ID, "coordination")) == 1
 
         digest = card(driver, "dailyDigest")
         assert "Europe/Berlin" in digest.text and "0 9 * * *" in digest.text
         assert digest.find_element(By.CSS_SELECTOR, "[data-trigger]").text == "self"
-        assert card(driver, "invoice").find_element(By.CSS_SELECTOR, "[data-trigger]").text == "external"
+        assert (
+            card(driver, "invoice").find_element(By.CSS_SELECTOR, "[data-trigger]").text
+            == "external"
+        )
         countdown = digest.find_element(By.CSS_SELECTOR, ".countdown")
         assert re.fullmatch(r"in (\d+h \d+m|\d+m \d+s|\d+d \d+h)", countdown.text), countdown.text
 
@@ -225,8 +232,10 @@ def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> N
         refreshes = int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
         wait_for(
             "two refreshes",
-            lambda: int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
-            >= refreshes + 2,
+            lambda: (
+                int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
+                >= refreshes + 2
+            ),
             timeout=10,
         )
         assert driver.find_element(By.ID, "freshness").text.startswith("updated ")
@@ -246,9 +255,12 @@ def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> N
         expand(driver, "dailyDigest")
         empty = wait_for(
             "the empty state",
-            lambda: (text := digest.find_element(By.CSS_SELECTOR, ".timeline .empty").text)
-            .startswith("No runs yet")
-            and text,
+            lambda: (
+                (text := digest.find_element(By.CSS_SELECTOR, ".timeline .empty").text).startswith(
+                    "No runs yet"
+                )
+                and text
+            ),
         )
         assert re.match(r"No runs yet — next firing in \d+h \d+m\.", empty), empty
 

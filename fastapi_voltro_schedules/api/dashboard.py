@@ -25,23 +25,15 @@ import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..devtokens import INSPECT_TOKEN_ENV
+from ..tokens import INSPECT_READ_TOKEN_ENV, INSPECT_TOKEN_ENV, Role
 from .auth import scheduling_of
 from .errors import VoltroRoute
-from .session import (
-    SESSION_COOKIE,
-    Role,
-    make_session_cookie_value,
-    role_of_token,
-    role_tokens,
-    session_role,
-)
+from .session import SESSION_COOKIE, make_session_cookie_value, session_role
 
 router = APIRouter(route_class=VoltroRoute, tags=["voltro dashboard"])
 
 DASHBOARD = "/_voltro/dashboard"
 COOKIE_PATH = "/_voltro"
-READ_TOKEN_ENV = "VOLTRO_INSPECT_READ_TOKEN"
 MAX_FORM_BYTES = 8192
 """A sign-in form is one token; anything bigger is not one."""
 
@@ -74,7 +66,9 @@ def _templates() -> jinja2.Environment:
 
 @cache
 def _static(name: str) -> bytes:
-    return (resources.files("fastapi_voltro_schedules") / "dashboard" / "static" / name).read_bytes()
+    return (
+        resources.files("fastapi_voltro_schedules") / "dashboard" / "static" / name
+    ).read_bytes()
 
 
 @cache
@@ -88,20 +82,24 @@ def _asset_version() -> str:
 
 
 def _render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    html = _templates().get_template(template).render(
-        static=f"{DASHBOARD}/static", version=_asset_version(), dashboard=DASHBOARD, **context
+    html = (
+        _templates()
+        .get_template(template)
+        .render(
+            static=f"{DASHBOARD}/static", version=_asset_version(), dashboard=DASHBOARD, **context
+        )
     )
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
 def _sign_in_form(request: Request, *, error: str | None = None, status: int = 200) -> Response:
-    if not any(role_tokens(request).values()):
+    if not scheduling_of(request).tokens.inspect_configured:
         return _render(
             "signin.html",
             503,
-            error=f"The dashboard is disabled: neither {INSPECT_TOKEN_ENV} nor {READ_TOKEN_ENV} "
-            "is set in the app's environment. Set one (a long random secret) and restart; "
-            "`voltro dev` mints one for you.",
+            error=f"The dashboard is disabled: neither {INSPECT_TOKEN_ENV} nor "
+            f"{INSPECT_READ_TOKEN_ENV} is set in the app's environment. Set one (a long random "
+            "secret) and restart; `voltro dev` mints one for you.",
             disabled=True,
         )
     return _render("signin.html", status, error=error, disabled=False)
@@ -154,13 +152,13 @@ async def sign_in(request: Request) -> Response:
         token = (fields.get("token") or [""])[0].strip()
     if not token:
         return _sign_in_form(request, error="Enter an inspect token.", status=401)
-    role = role_of_token(request, token)
+    role = scheduling_of(request).tokens.inspect_role(token)
     if role is None:
         return _sign_in_form(
             request,
             error=f"That token is not an inspect token of this app ({INSPECT_TOKEN_ENV} for "
-            f"operators, {READ_TOKEN_ENV} for read-only viewers). The trigger token does not "
-            "open the dashboard.",
+            f"operators, {INSPECT_READ_TOKEN_ENV} for read-only viewers). The trigger token "
+            "does not open the dashboard.",
             status=401,
         )
     response = RedirectResponse(DASHBOARD, status_code=303, headers={"Cache-Control": "no-store"})

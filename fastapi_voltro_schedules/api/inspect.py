@@ -32,7 +32,7 @@ from ..errors import (
     VoltroError,
 )
 from ..store import RunRecord
-from .auth import InspectAuth, scheduling_of
+from .auth import InspectAuth, OperatorAuth, scheduling_of
 from .errors import VoltroRoute, error_responses
 from .trigger import RunView
 
@@ -152,6 +152,7 @@ async def list_runs(
     status_code=202,
     summary="Run now (always runs, trigger=manual)",
     responses=error_responses(ScheduleNotFoundError),
+    dependencies=[OperatorAuth],
 )
 async def fire(name: str, request: Request) -> JSONResponse:
     run = await scheduling_of(request).fire_now(name)
@@ -166,6 +167,7 @@ async def fire(name: str, request: Request) -> JSONResponse:
     summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
     "ranges stream NDJSON: one `progress` line per slot, then a `summary` line.",
+    dependencies=[OperatorAuth],
 )
 async def backfill(name: str, body: BackfillRequest, request: Request) -> StreamingResponse:
     scheduling = scheduling_of(request)

@@ -1,80 +1,68 @@
-"""The dashboard's session cookie: which inspect role a browser signed in as.
+"""The dashboard's signed session cookie: ``voltro_session``.
 
-INTERIM (branch ``dash``): the ``ops`` branch owns this module (token roles, the inspect routes
-accepting the cookie). This copy has the same interface so the dashboard can be built against
-it; the merge takes ops's version.
+Value: ``"<role>.<hex HMAC-SHA256>"``, the MAC keyed with the inspect token that signed the
+user in, over ``b"voltro-dashboard-session:" + role``. So the cookie
 
-The cookie (``voltro_session``) holds ``"<role>.<hex HMAC-SHA256(key=token,
-msg=b'voltro-dashboard-session:' + role)>"`` — proof that the browser once presented a token of
-that role, never the token itself. Rotating the token ends every session signed with it.
+* never holds the raw token (a stolen cookie is not the Secret, and cannot be replayed as a
+  bearer token);
+* needs no server-side state: every replica with the same tokens verifies it;
+* dies with its token: rotating ``VOLTRO_INSPECT_TOKEN`` (or ``VOLTRO_INSPECT_READ_TOKEN``) out
+  of the list signs everyone who signed in with the old value out;
+* cannot be promoted: a read token's MAC over ``"operator"`` is not any operator token's MAC.
+
+Verified in constant time against every configured token of the claimed role.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
-from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from fastapi import Request
-from pydantic import SecretStr
+from ..tokens import Role, Tokens
 
-from .auth import scheduling_of
+if TYPE_CHECKING:
+    from fastapi import Request
 
 SESSION_COOKIE = "voltro_session"
-_MESSAGE = b"voltro-dashboard-session:"
+_CONTEXT = b"voltro-dashboard-session:"
+
+__all__ = ["SESSION_COOKIE", "make_session_cookie_value", "session_role"]
 
 
-class Role(StrEnum):
-    """What an inspect token may do."""
-
-    READ = "read"
-    """Lists, runs, the dashboard view."""
-    OPERATOR = "operator"
-    """Everything READ may, plus Run now, backfill, pause/resume."""
+def _mac(role: Role, token: bytes) -> str:
+    return hmac.new(token, _CONTEXT + role.value.encode("ascii"), hashlib.sha256).hexdigest()
 
 
-def _tokens(value: SecretStr | None) -> list[str]:
-    if value is None:
-        return []
-    return [t.strip() for t in value.get_secret_value().split(",") if t.strip()]
+def make_session_cookie_value(role: Role, token: str | bytes) -> str:
+    """The cookie value for a user who signed in with ``token`` of ``role``."""
+    key = token.encode("utf-8") if isinstance(token, str) else token
+    return f"{role.value}.{_mac(role, key)}"
 
 
-def role_tokens(request: Request) -> dict[Role, list[str]]:
-    """Every configured token per role (comma-separated lists allowed)."""
-    config = scheduling_of(request).config
-    read: SecretStr | None = getattr(config, "inspect_read_token", None)
-    return {Role.OPERATOR: _tokens(config.inspect_token), Role.READ: _tokens(read)}
-
-
-def role_of_token(request: Request, presented: str) -> Role | None:
-    """The role ``presented`` is a token of, compared in constant time against every token."""
-    found: Role | None = None
-    for role, tokens in role_tokens(request).items():
-        for token in tokens:
-            if secrets.compare_digest(presented.encode(), token.encode()) and found is None:
-                found = role
-    return found
-
-
-def make_session_cookie_value(role: Role, token: str) -> str:
-    digest = hmac.new(token.encode(), _MESSAGE + role.value.encode(), hashlib.sha256)
-    return f"{role.value}.{digest.hexdigest()}"
+def verify_session(value: str, tokens: Tokens) -> Role | None:
+    """The role a cookie value proves against ``tokens``, or ``None``."""
+    claimed, sep, mac = value.partition(".")
+    if not sep:
+        return None
+    try:
+        role = Role(claimed)
+    except ValueError:
+        return None
+    presented = mac.encode("ascii", "replace")
+    found = False
+    for token in tokens.of_role(role):  # every one, no early exit
+        found |= hmac.compare_digest(presented, _mac(role, token).encode("ascii"))
+    return role if found else None
 
 
 def session_role(request: Request) -> Role | None:
-    """The role of the request's ``voltro_session`` cookie, or None (absent, forged, stale)."""
+    """The role of the request's ``voltro_session`` cookie, or ``None`` (no cookie, a forged
+    or stale one, or a scheduler that has not booted)."""
     value = request.cookies.get(SESSION_COOKIE)
-    if not value or "." not in value:
+    if not value:
         return None
-    name = value.split(".", 1)[0]
-    try:
-        role = Role(name)
-    except ValueError:
+    tokens: Tokens | None = getattr(getattr(request.app.state, "scheduling", None), "tokens", None)
+    if tokens is None:
         return None
-    for token in role_tokens(request)[role]:
-        if secrets.compare_digest(
-            value.encode(), make_session_cookie_value(role, token).encode()
-        ):
-            return role
-    return None
+    return verify_session(value, tokens)
