@@ -141,9 +141,6 @@ def inspect_runs(server: Server, name: str) -> list[dict[str, Any]]:
 
 
 def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> None:
-    from selenium.webdriver.common.by import By
-
-    base = server.url
     # real runs of both kinds exist before anyone looks
     wait_for("a succeeded heartbeat run", lambda: inspect_runs(server, "heartbeat"))
     wait_for(
@@ -152,146 +149,154 @@ def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> N
     )
 
     with chromium(1280, 1000) as driver:
-        # -- a wrong token: the form again, saying why -------------------------------------
-        driver.get(base + PAGE)
-        driver.find_element(By.ID, "token").send_keys("not-a-token")
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        error = driver.find_element(By.ID, "signin-error")
-        assert "not an inspect token" in error.text
-        assert driver.find_element(By.ID, "token").get_attribute("aria-invalid") == "true"
-        driver.save_screenshot(str(artifacts / "signin-wrong-token.png"))
+        try:
+            drive(driver, server, artifacts)
+        except BaseException:
+            driver.save_screenshot(str(artifacts / "failure.png"))  # what the page showed
+            raise
 
-        # -- read-only ---------------------------------------------------------------------
-        sign_in(driver, base, READER)
-        assert driver.find_element(By.ID, "role").text == "read-only"
-        names = [
-            c.get_attribute("data-schedule")
-            for c in driver.find_elements(By.CSS_SELECTOR, "li.card")
-        ]
-        assert names == ["heartbeat", "flaky", "dailyDigest", "invoice"]
-        wait_for(
-            "the coordination", lambda: driver.find_element(By.ID, "coordination").text == "single"
-        )
-        # the coordination is shown once, at the top, not per schedule
-        assert len(driver.find_elements(By.ID, "coordination")) == 1
 
-        digest = card(driver, "dailyDigest")
-        assert "Europe/Berlin" in digest.text and "0 9 * * *" in digest.text
-        assert digest.find_element(By.CSS_SELECTOR, "[data-trigger]").text == "self"
-        assert (
-            card(driver, "invoice").find_element(By.CSS_SELECTOR, "[data-trigger]").text
-            == "external"
-        )
-        countdown = digest.find_element(By.CSS_SELECTOR, ".countdown")
-        assert re.fullmatch(r"in (\d+h \d+m|\d+m \d+s|\d+d \d+h)", countdown.text), countdown.text
+def drive(driver: Any, server: Server, artifacts: Path) -> None:
+    from selenium.webdriver.common.by import By
 
-        # a countdown that moves with the clock (client-side, between polls)
-        ticking = card(driver, "heartbeat").find_element(By.CSS_SELECTOR, ".countdown")
-        first = ticking.text
-        assert re.fullmatch(r"in \d+s|due now", first), first
-        wait_for("the countdown to change", lambda: ticking.text != first, timeout=4)
+    base = server.url
+    # -- a wrong token: the form again, saying why -------------------------------------
+    driver.get(base + PAGE)
+    driver.find_element(By.ID, "token").send_keys("not-a-token")
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    error = driver.find_element(By.ID, "signin-error")
+    assert "not an inspect token" in error.text
+    assert driver.find_element(By.ID, "token").get_attribute("aria-invalid") == "true"
+    driver.save_screenshot(str(artifacts / "signin-wrong-token.png"))
 
-        # read-only: no Run now, no pause
-        assert driver.find_elements(By.CSS_SELECTOR, "[data-action]") == []
-        assert "Run now" not in driver.find_element(By.TAG_NAME, "body").text
+    # -- read-only ---------------------------------------------------------------------
+    sign_in(driver, base, READER)
+    assert driver.find_element(By.ID, "role").text == "read-only"
+    names = [
+        c.get_attribute("data-schedule") for c in driver.find_elements(By.CSS_SELECTOR, "li.card")
+    ]
+    assert names == ["heartbeat", "flaky", "dailyDigest", "invoice"]
+    wait_for(
+        "the coordination", lambda: driver.find_element(By.ID, "coordination").text == "single"
+    )
+    # the coordination is shown once, at the top, not per schedule
+    assert len(driver.find_elements(By.ID, "coordination")) == 1
 
-        # expand flaky and heartbeat: the real failed and succeeded runs, colour-toned
-        flaky_expander = expand(driver, "flaky")
-        expand(driver, "heartbeat")
-        failed = wait_for(
-            "failed rows",
-            lambda: [r for r in run_rows(driver, "flaky") if r["status"] == "failed"],
-        )
-        succeeded = wait_for(
-            "succeeded rows",
-            lambda: [r for r in run_rows(driver, "heartbeat") if r["status"] == "succeeded"],
-        )
-        assert failed[0]["background"] == "rgb(253, 232, 231)", failed[0]
-        assert succeeded[0]["background"] == "rgb(230, 244, 234)", succeeded[0]
-        assert failed[0]["color"] != succeeded[0]["color"]
-        assert failed[0]["how"] == "self · single"
+    digest = card(driver, "dailyDigest")
+    assert "Europe/Berlin" in digest.text and "0 9 * * *" in digest.text
+    assert digest.find_element(By.CSS_SELECTOR, "[data-trigger]").text == "self"
+    assert (
+        card(driver, "invoice").find_element(By.CSS_SELECTOR, "[data-trigger]").text == "external"
+    )
+    countdown = digest.find_element(By.CSS_SELECTOR, ".countdown")
+    assert re.fullmatch(r"in (\d+h \d+m|\d+m \d+s|\d+d \d+h)", countdown.text), countdown.text
 
-        # the error on demand: closed until asked for
-        details = card(driver, "flaky").find_element(By.CSS_SELECTOR, "li.run details")
-        assert details.get_attribute("open") is None
-        summary = details.find_element(By.TAG_NAME, "summary")
-        assert summary.text.startswith("ConnectionRefusedError: smtp.internal:25 refused")
-        click(driver, summary)
-        assert "refused the connection" in details.find_element(By.TAG_NAME, "pre").text
+    # a countdown that moves with the clock (client-side, between polls)
+    ticking = card(driver, "heartbeat").find_element(By.CSS_SELECTOR, ".countdown")
+    first = ticking.text
+    assert re.fullmatch(r"in \d+s|due now", first), first
+    wait_for("the countdown to change", lambda: ticking.text != first, timeout=6)
 
-        # refreshes later (polls every 4 s): the same nodes, still expanded, still open, and
-        # what the reader looks at stays where it was on screen — the page is updated in
-        # place, never rebuilt (new heartbeat runs above may grow the page; the browser's
-        # scroll anchoring keeps the view where it was)
-        on_screen = "return Math.round(arguments[0].getBoundingClientRect().top)"
-        driver.execute_script(
-            "window.scrollBy(0, arguments[0].getBoundingClientRect().top - 120)", flaky_expander
-        )
-        top = driver.execute_script(on_screen, flaky_expander)
-        assert driver.execute_script("return window.scrollY") > 0 and abs(top - 120) <= 2
-        refreshes = int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
-        wait_for(
-            "two refreshes",
-            lambda: (
-                int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
-                >= refreshes + 2
-            ),
-            timeout=10,
-        )
-        assert driver.find_element(By.ID, "freshness").text.startswith("updated ")
-        assert flaky_expander.get_attribute("aria-expanded") == "true"  # not stale, not rebuilt
-        assert details.get_attribute("open") == "true"
-        assert abs(driver.execute_script(on_screen, flaky_expander) - top) <= 2
-        driver.execute_script("window.scrollTo(0, 0)")
-        driver.save_screenshot(str(artifacts / "dashboard-read-only.png"))
+    # read-only: no Run now, no pause
+    assert driver.find_elements(By.CSS_SELECTOR, "[data-action]") == []
+    assert "Run now" not in driver.find_element(By.TAG_NAME, "body").text
 
-        # -- sign out, then in as the operator -----------------------------------------------
-        click(driver, driver.find_element(By.CSS_SELECTOR, "form.signout button"))
-        wait_for("the sign-in form", lambda: driver.find_elements(By.ID, "token"))
-        sign_in(driver, base, OPERATOR)
-        assert driver.find_element(By.ID, "role").text == "operator"
+    # expand flaky and heartbeat: the real failed and succeeded runs, colour-toned
+    flaky_expander = expand(driver, "flaky")
+    expand(driver, "heartbeat")
+    failed = wait_for(
+        "failed rows",
+        lambda: [r for r in run_rows(driver, "flaky") if r["status"] == "failed"],
+    )
+    succeeded = wait_for(
+        "succeeded rows",
+        lambda: [r for r in run_rows(driver, "heartbeat") if r["status"] == "succeeded"],
+    )
+    assert failed[0]["background"] == "rgb(253, 232, 231)", failed[0]
+    assert succeeded[0]["background"] == "rgb(230, 244, 234)", succeeded[0]
+    assert failed[0]["color"] != succeeded[0]["color"]
+    assert failed[0]["how"] == "self · single"
 
-        digest = card(driver, "dailyDigest")
-        expand(driver, "dailyDigest")
-        empty = wait_for(
-            "the empty state",
-            lambda: (
-                (text := digest.find_element(By.CSS_SELECTOR, ".timeline .empty").text).startswith(
-                    "No runs yet"
-                )
-                and text
-            ),
-        )
-        assert re.match(r"No runs yet — next firing in \d+h \d+m\.", empty), empty
+    # the error on demand: closed until asked for
+    details = card(driver, "flaky").find_element(By.CSS_SELECTOR, "li.run details")
+    assert details.get_attribute("open") is None
+    summary = details.find_element(By.TAG_NAME, "summary")
+    assert summary.text.startswith("ConnectionRefusedError: smtp.internal:25 refused")
+    click(driver, summary)
+    assert "refused the connection" in details.find_element(By.TAG_NAME, "pre").text
 
-        run_now = digest.find_element(By.CSS_SELECTOR, "[data-action=run-now]")
-        assert run_now.tag_name == "button"
-        click(driver, run_now)
-        confirm = digest.find_element(By.CSS_SELECTOR, "[data-action=confirm-run]")
-        assert confirm.is_displayed() and not run_now.is_displayed()
-        assert run_rows(driver, "dailyDigest") == []  # nothing fired before the confirm
-        confirm.click()
-        manual = wait_for(
-            "the manual run",
-            lambda: [
-                r
-                for r in run_rows(driver, "dailyDigest")
-                if r["status"] == "succeeded" and r["how"] == "manual"
-            ],
-        )
-        assert len(manual) == 1
-        (api_run,) = inspect_runs(server, "dailyDigest")
-        assert api_run["trigger"] == "manual" and api_run["runId"] == manual[0]["id"]
-        assert "started" in driver.find_element(By.ID, "status").text
+    # refreshes later (polls every 4 s): the same nodes, still expanded, still open, and
+    # what the reader looks at stays where it was on screen — the page is updated in
+    # place, never rebuilt (new heartbeat runs above may grow the page; the browser's
+    # scroll anchoring keeps the view where it was)
+    on_screen = "return Math.round(arguments[0].getBoundingClientRect().top)"
+    driver.execute_script(
+        "window.scrollBy(0, arguments[0].getBoundingClientRect().top - 120)", flaky_expander
+    )
+    top = driver.execute_script(on_screen, flaky_expander)
+    assert driver.execute_script("return window.scrollY") > 0 and abs(top - 120) <= 2
+    refreshes = int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
+    wait_for(
+        "two refreshes",
+        lambda: (
+            int(driver.find_element(By.ID, "app").get_attribute("data-refreshes")) >= refreshes + 2
+        ),
+        timeout=10,
+    )
+    assert driver.find_element(By.ID, "freshness").text.startswith("updated ")
+    assert flaky_expander.get_attribute("aria-expanded") == "true"  # not stale, not rebuilt
+    assert details.get_attribute("open") == "true"
+    assert abs(driver.execute_script(on_screen, flaky_expander) - top) <= 2
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(artifacts / "dashboard-read-only.png"))
 
-        driver.execute_script("window.scrollTo(0, 0)")
-        driver.save_screenshot(str(artifacts / "dashboard-operator.png"))
+    # -- sign out, then in as the operator -----------------------------------------------
+    click(driver, driver.find_element(By.CSS_SELECTOR, "form.signout button"))
+    wait_for("the sign-in form", lambda: driver.find_elements(By.ID, "token"))
+    sign_in(driver, base, OPERATOR)
+    assert driver.find_element(By.ID, "role").text == "operator"
 
-        # -- a phone -------------------------------------------------------------------------
-        driver.set_window_size(390, 844)
-        time.sleep(0.3)
-        overflow = driver.execute_script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        assert overflow <= 0, f"the page scrolls sideways on a phone by {overflow}px"
-        driver.save_screenshot(str(artifacts / "dashboard-phone.png"))
+    digest = card(driver, "dailyDigest")
+    expand(driver, "dailyDigest")
+    empty = wait_for(
+        "the empty state",
+        lambda: (
+            (text := digest.find_element(By.CSS_SELECTOR, ".timeline .empty").text).startswith(
+                "No runs yet"
+            )
+            and text
+        ),
+    )
+    assert re.match(r"No runs yet — next firing in \d+h \d+m\.", empty), empty
+
+    run_now = digest.find_element(By.CSS_SELECTOR, "[data-action=run-now]")
+    assert run_now.tag_name == "button"
+    click(driver, run_now)
+    confirm = digest.find_element(By.CSS_SELECTOR, "[data-action=confirm-run]")
+    assert confirm.is_displayed() and not run_now.is_displayed()
+    assert run_rows(driver, "dailyDigest") == []  # nothing fired before the confirm
+    confirm.click()
+    wait_for("the confirmation", lambda: "started" in driver.find_element(By.ID, "status").text)
+    manual = wait_for(
+        "the manual run",
+        lambda: [
+            r
+            for r in run_rows(driver, "dailyDigest")
+            if r["status"] == "succeeded" and r["how"] == "manual"
+        ],
+    )
+    assert len(manual) == 1
+    (api_run,) = inspect_runs(server, "dailyDigest")
+    assert api_run["trigger"] == "manual" and api_run["runId"] == manual[0]["id"]
+
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(artifacts / "dashboard-operator.png"))
+
+    # -- a phone -------------------------------------------------------------------------
+    driver.set_window_size(390, 844)
+    time.sleep(0.3)
+    overflow = driver.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, f"the page scrolls sideways on a phone by {overflow}px"
+    driver.save_screenshot(str(artifacts / "dashboard-phone.png"))

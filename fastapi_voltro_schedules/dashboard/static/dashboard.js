@@ -220,11 +220,10 @@
 
   // ---- the schedules listing -----------------------------------------------------------
   function pauseOf(s) {
-    // {"paused": {"by", "at", "reason"}} or {"paused": true, "pausedBy", "pausedAt", "pauseReason"}
-    const p = s.paused;
-    if (!p) return null;
-    if (typeof p === "object") return { by: p.by || p.pausedBy, at: p.at || p.pausedAt, reason: p.reason };
-    return { by: s.pausedBy, at: s.pausedAt, reason: s.pauseReason || s.pausedReason };
+    // The listing: {"paused": true, "pause": {"pausedAt", "pausedBy", "reason"}}.
+    if (!s.paused) return null;
+    const p = s.pause || {};
+    return { by: p.pausedBy, at: p.pausedAt, reason: p.reason };
   }
   const hasSeconds = (cron) => cron.trim().split(/\s+/).length === 6;
 
@@ -317,13 +316,16 @@
     r.pausedNote.hidden = !pause;
     if (pause) {
       const parts = ["Paused"];
-      if (pause.by) parts.push(`by ${pause.by}`);
+      if (pause.by) parts.push(`by the ${pause.by} token`);
       if (pause.at) parts.push(`${ago(pause.at)} (${local(pause.at)})`);
       let note = parts.join(" ");
       if (pause.reason) note += ` — “${pause.reason}”`;
       setText(r.pausedNote, `${note}. It fires nothing until resumed; resuming starts from the next occurrence.`);
     }
     if (OPERATOR) {
+      // A paused schedule refuses Run now (409): say why instead of offering it.
+      r.runNow.disabled = Boolean(pause);
+      r.runNow.title = pause ? "Paused: resume it to run it" : "";
       setText(r.pause, pause ? "Resume" : "Pause");
       r.pause.dataset.action = pause ? "resume" : "pause";
       setText(r.confirmText, `Run ${s.name} now? It runs even if a run is in flight.`);
