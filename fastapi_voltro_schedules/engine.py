@@ -34,6 +34,7 @@ from .errors import StoreUnavailableError
 from .ledger import new_row, record_missed_slots
 from .logs import logger
 from .models import claim_key
+from .pauses import NO_PAUSES, PauseView
 from .planning import (
     CatchUpPlan,
     is_live,
@@ -72,6 +73,8 @@ class Verdict(StrEnum):
     """A run of the schedule was live; a ``skipped`` row was recorded."""
     UNAVAILABLE = "unavailable"
     """The store could not be written: nothing runs (fail closed)."""
+    PAUSED = "paused"
+    """An operator paused the schedule (:mod:`.pauses`): nothing runs, nothing is recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +131,13 @@ class Engine:
         shutdown_grace_ms: int,
         run_retention_ms: int | None,
         watched_names: Sequence[str] = (),
+        pauses: PauseView = NO_PAUSES,
     ) -> None:
         self.schedules = list(schedules)
         self.watched_names = list(watched_names) or [s.name for s in self.schedules]
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
         self.store = store
+        self.pauses = pauses
         self.clock = clock
         self.runner = runner
         self.coordination = coordination
@@ -195,15 +200,18 @@ class Engine:
             last = last_runs.get(schedule.name)
             if last is None:
                 continue  # never ran: nothing to catch up on
+            since = self.pauses.catch_up_from(schedule.name, last.scheduled_at)
+            if since is None:
+                continue  # paused: the live timer drops its slots until resumed
             # Slots of the last moments are not downtime: a replica booting just after an
             # instant leaves it to the live timer (which claims it like its peers do) instead of
             # recording it missed under another replica's feet.
             horizon = now - BOOT_GRACE
-            slots, capped = passed_slots(schedule.spec, last.scheduled_at, horizon)
+            slots, capped = passed_slots(schedule.spec, since, horizon)
             plan = plan_boot_backfill(slots, schedule.backfill, capped)
             # A last slot ahead of now (the clock stepped back across a restart) must not run
             # again: the live timer continues after whichever is newer.
-            start_from[schedule.name] = max(horizon, plan.last_planned or last.scheduled_at)
+            start_from[schedule.name] = max(horizon, plan.last_planned or since)
             if plan.fire or plan.missed:
                 plans.append((schedule, plan))
                 logger.info(
@@ -314,6 +322,8 @@ class Engine:
                 if next_key not in nexts:
                     nexts[next_key] = schedule.next_occurrence(slots[-1])
                 self.arm(schedule, slots[-1], nexts[next_key])
+                if self.pauses.is_paused(schedule.name):
+                    continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
                     herd.append((schedule, slots[0]))
                 else:
@@ -364,6 +374,8 @@ class Engine:
         caller then runs it: :meth:`start` in the background, or awaits :meth:`fire`)."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
+            if self.pauses.holds(schedule.name, scheduled_at):
+                return Admission(Verdict.PAUSED)
             gate = await self._gate(schedule, scheduled_at, trigger)
             if isinstance(gate, Verdict):
                 return Admission(gate)

@@ -156,6 +156,7 @@ class ExternalMissedWatcher:
             closed, capped = passed_slots(schedule.spec, cursor, newest)
             if not closed:
                 continue
+            kept = self._unpaused(schedule, closed)
             if capped:
                 logger.warning(
                     "schedule: external missed walk capped  name=%s slots=%d (older occurrences "
@@ -164,7 +165,8 @@ class ExternalMissedWatcher:
                     len(closed),
                 )
             try:
-                await self.reconcile(schedule, closed)
+                if kept:
+                    await self.reconcile(schedule, kept)
             except StoreUnavailableError as exc:
                 healthy = False
                 logger.warning(
@@ -175,6 +177,11 @@ class ExternalMissedWatcher:
                 continue
             self.cursors[schedule.name] = closed[-1]
         return healthy
+
+    def _unpaused(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
+        # A paused span is not a platform failure: nothing to record (see pauses.py).
+        pauses = self.scheduling.pauses
+        return slots if pauses is None else pauses.unpaused(schedule.name, slots)
 
     def _newest_closed(self, schedule: Schedule, horizon: datetime) -> datetime | None:
         """The newest occurrence whose trigger window closed at or before ``horizon``."""

@@ -84,6 +84,11 @@ ROUTES = (
           "/_voltro/inspect/schedules/selfJob/fire", frozenset({202})),
     Route("POST", "/_voltro/inspect/schedules/{name}/backfill", "operator",
           "/_voltro/inspect/schedules/selfJob/backfill", frozenset({200}), BACKFILL),
+    # last: pause then resume, so the schedule is running again for whatever follows
+    Route("POST", "/_voltro/inspect/schedules/{name}/pause", "operator",
+          "/_voltro/inspect/schedules/selfJob/pause", frozenset({200}), {"reason": "matrix"}),
+    Route("POST", "/_voltro/inspect/schedules/{name}/resume", "operator",
+          "/_voltro/inspect/schedules/selfJob/resume", frozenset({200})),
 )  # fmt: skip
 
 EXEMPT: set[tuple[str, str]] = {

@@ -27,7 +27,7 @@ from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..models import claims_table, runs_table, voltro_metadata
 from . import statements as q
-from .base import RunOutcome, RunRecord, Store
+from .base import PauseRecord, RunOutcome, RunRecord, Store
 
 T = TypeVar("T")
 logger = logging.getLogger("fastapi_voltro_schedules.store")
@@ -440,11 +440,18 @@ class SQLStore(Store):
         return rows[0] if rows else None
 
     async def list_runs(
-        self, name: str | None, limit: int = 100, before: datetime | None = None
+        self,
+        name: str | None,
+        limit: int = 100,
+        before: datetime | None = None,
+        *,
+        before_id: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
         if before is not None:
             _aware(before, "before")
-        return await self._read_runs("list_runs", q.list_runs(name, limit, before))
+        stmt = q.list_runs(name, limit, before, before_id, statuses)
+        return await self._read_runs("list_runs", stmt)
 
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
@@ -485,6 +492,42 @@ class SQLStore(Store):
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
         return await self._read_runs("queued_runs", q.runs_in_status([name], [RunStatus.QUEUED]))
+
+    # -- pauses -----------------------------------------------------------------------------
+
+    async def pause(
+        self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
+    ) -> PauseRecord:
+        _aware(paused_at, "paused_at")
+        row = {"name": name, "paused_at": paused_at, "paused_by": paused_by, "reason": reason}
+
+        async def work(conn: AsyncConnection) -> PauseRecord:
+            again = await conn.execute(q.pause_again(name, paused_at, paused_by, reason))
+            if not again.rowcount:
+                await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+            stored = (await conn.execute(q.pauses_select(name))).one()
+            return PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("pause", work)
+
+    async def resume(
+        self, name: str, *, resumed_at: datetime, resumed_by: str
+    ) -> PauseRecord | None:
+        _aware(resumed_at, "resumed_at")
+
+        async def work(conn: AsyncConnection) -> PauseRecord | None:
+            await conn.execute(q.pause_resume(name, resumed_at, resumed_by))
+            stored = (await conn.execute(q.pauses_select(name))).first()
+            return None if stored is None else PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("resume", work)
+
+    async def pauses(self) -> list[PauseRecord]:
+        async def work(conn: AsyncConnection) -> list[PauseRecord]:
+            result = await conn.execute(q.pauses_select())
+            return [PauseRecord.from_row(row._mapping) for row in result]
+
+        return await self._attempt("pauses", work, write=False)
 
     # -- lifecycle --------------------------------------------------------------------------
 
