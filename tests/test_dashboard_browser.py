@@ -292,6 +292,34 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
     driver.execute_script("window.scrollTo(0, 0)")
     driver.save_screenshot(str(artifacts / "dashboard-operator.png"))
 
+    # -- pause: the badge with who/when, and no new runs ----------------------------------
+    heartbeat = card(driver, "heartbeat")
+    click(driver, heartbeat.find_element(By.CSS_SELECTOR, "[data-action=pause]"))
+    badge = heartbeat.find_element(By.CSS_SELECTOR, ".badge-paused")
+    wait_for("the paused badge", badge.is_displayed)
+    assert badge.text == "paused"
+    assert heartbeat.find_element(By.CSS_SELECTOR, ".countdown").text == "none while paused"
+    note = heartbeat.find_element(By.CSS_SELECTOR, ".paused-note").text
+    assert note.startswith("Paused by the operator token"), note
+    resume = heartbeat.find_element(By.CSS_SELECTOR, "[data-action=resume]")
+    assert resume.text == "Resume"
+    assert not heartbeat.find_element(By.CSS_SELECTOR, "[data-action=run-now]").is_enabled()
+    listing = httpx.get(
+        f"{server.url}/_voltro/inspect/schedules",
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+    ).json()
+    (entry,) = [s for s in listing["schedules"] if s["name"] == "heartbeat"]
+    assert entry["paused"] and entry["pause"]["pausedBy"] == "operator"
+    paused_at = entry["pause"]["pausedAt"]
+    time.sleep(5)  # 2½ periods of the 2-second heartbeat
+    after = [r for r in inspect_runs(server, "heartbeat") if r["scheduledAt"] > paused_at]
+    assert after == [], after
+    shown = {r["id"] for r in run_rows(driver, "heartbeat")}
+    newest = inspect_runs(server, "heartbeat")[0]
+    assert newest["runId"] in shown and newest["scheduledAt"] <= paused_at
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(artifacts / "dashboard-paused.png"))
+
     # -- a phone -------------------------------------------------------------------------
     driver.set_window_size(390, 844)
     time.sleep(0.3)

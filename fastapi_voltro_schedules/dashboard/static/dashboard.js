@@ -238,7 +238,7 @@
       onclick: () => toggle(s.name),
     }, r.chevron, r.name);
     r.trigger = el("span", { class: "badge", title: "trigger: who drives the clock" });
-    r.paused = el("span", { class: "badge badge-paused", hidden: true, text: "⏸ paused" });
+    r.paused = el("span", { class: "badge badge-paused", hidden: true, text: "paused" });
     r.last = el("span", { class: "badge status", hidden: true });
     r.desc = el("p", { class: "desc" });
     const head = el("div", {}, el("div", { class: "title-line" }, r.expander, r.trigger, r.paused, r.last), r.desc);
@@ -305,6 +305,7 @@
 
     setText(r.nextLabel, s.trigger === "external" ? "next occurrence" : "next firing");
     r.countdown.dataset.at = s.nextFiring || "";
+    r.countdown.dataset.none = pause ? "none while paused" : "—";
     r.nextAbs.dataset.at = s.nextFiring || "";
     setText(r.nextAbs, s.nextFiring ? inZone(s.nextFiring, s.timezone, hasSeconds(s.cron)) : "");
     setText(r.cron, s.cron);
@@ -597,7 +598,7 @@
   function tick() {
     let due = false;
     for (const node of list.querySelectorAll(".countdown")) {
-      setText(node, node.dataset.at ? until(node.dataset.at) : "—");
+      setText(node, node.dataset.at ? until(node.dataset.at) : node.dataset.none || "—");
       if (node.dataset.at && Date.parse(node.dataset.at) < serverNow() - 300) due = true;
     }
     // A firing just passed: fetch now rather than at the next poll, so its run shows up at
