@@ -15,6 +15,7 @@ import anyio
 
 from .enums import Trigger
 from .logs import logger
+from .pauses import NO_PAUSES, PauseView
 from .planning import CatchUpPlan, passed_slots, plan_boot_backfill
 
 if TYPE_CHECKING:
@@ -29,7 +30,11 @@ BOOT_GRACE = timedelta(seconds=2)
 
 
 async def catch_up(
-    store: Store, dispatcher: Dispatcher, schedules: Sequence[Schedule], now: datetime
+    store: Store,
+    dispatcher: Dispatcher,
+    schedules: Sequence[Schedule],
+    now: datetime,
+    pauses: PauseView = NO_PAUSES,
 ) -> dict[str, datetime]:
     """Plan and start the catch-up of every schedule; returns where each schedule's live
     timer continues (schedules without a row are absent: they start from now)."""
@@ -42,15 +47,18 @@ async def catch_up(
         last = last_runs.get(schedule.name)
         if last is None:
             continue  # never ran: nothing to catch up on
+        since = pauses.catch_up_from(schedule.name, last.scheduled_at)
+        if since is None:
+            continue  # paused: the live timer drops its slots until resumed
         # Slots of the last moments are not downtime: a replica booting just after an
         # instant leaves it to the live timer (which claims it like its peers do) instead of
         # recording it missed under another replica's feet.
         horizon = now - BOOT_GRACE
-        slots, capped = passed_slots(schedule.spec, last.scheduled_at, horizon)
+        slots, capped = passed_slots(schedule.spec, since, horizon)
         plan = plan_boot_backfill(slots, schedule.backfill, capped)
         # A last slot ahead of now (the clock stepped back across a restart) must not run
         # again: the live timer continues after whichever is newer.
-        start_from[schedule.name] = max(horizon, plan.last_planned or last.scheduled_at)
+        start_from[schedule.name] = max(horizon, plan.last_planned or since)
         if plan.fire or plan.missed:
             plans.append((schedule, plan))
             logger.info(

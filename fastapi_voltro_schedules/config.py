@@ -64,10 +64,18 @@ class SchedulingConfig(BaseSettings):
     change_strategy: ChangeStrategy = Field(default=ChangeStrategy.POLL)
     replica_id: str = Field(default_factory=default_replica_id, min_length=1, max_length=200)
     schedule_trigger_token: SecretStr | None = Field(
-        default=None, description="Bearer token of the trigger routes (CronJob-facing)."
+        default=None, description="Bearer token(s) of the trigger routes (CronJob-facing). A "
+        "comma-separated list rotates."
     )
     inspect_token: SecretStr | None = Field(
-        default=None, description="Bearer token of the inspect routes and the dashboard."
+        default=None,
+        description="Operator bearer token(s) of the inspect routes and the dashboard: reads, "
+        "Run now, backfill, pause/resume. A comma-separated list rotates.",
+    )
+    inspect_read_token: SecretStr | None = Field(
+        default=None,
+        description="Read-only bearer token(s) of the inspect routes and the dashboard: lists "
+        "and runs; 403 on anything that fires or changes state. A comma-separated list rotates.",
     )
     shutdown_grace_ms: int = Field(
         default=10_000,

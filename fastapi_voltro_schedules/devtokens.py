@@ -155,7 +155,14 @@ def _read(path: Path) -> tuple[str, str] | None:
     trigger, inspect = data.get(_TRIGGER_KEY), data.get(_INSPECT_KEY)
     if not (isinstance(trigger, str) and isinstance(inspect, str)):
         return None
-    if not trigger.strip() or not inspect.strip() or trigger == inspect:
+    from .tokens import MIN_TOKEN_LENGTH  # tokens imports this module's variable names
+
+    # A hand-edited file whose tokens the boot check would refuse (too short, padded, equal)
+    # is replaced by fresh ones rather than handed to a server that cannot start.
+    for token in (trigger, inspect):
+        if token != token.strip() or len(token) < MIN_TOKEN_LENGTH:
+            return None
+    if trigger == inspect:
         return None
     return trigger, inspect
 

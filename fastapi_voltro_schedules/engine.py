@@ -37,6 +37,7 @@ from .enums import ChangeStrategy, Coordination, RunStatus, Trigger
 from .logs import logger
 from .maintenance import Maintenance
 from .metrics import QueueMetrics, default_queue_metrics
+from .pauses import NO_PAUSES, PauseView
 from .runner import Runner
 from .timer import MAX_SLEEP_SECONDS, Timer
 
@@ -67,8 +68,10 @@ class Engine:
         adoption_window_ms: int | None = None,
         change_strategy: ChangeStrategy = ChangeStrategy.POLL,
         queue_metrics: QueueMetrics | None = None,
+        pauses: PauseView = NO_PAUSES,
     ) -> None:
         self.schedules = list(schedules)
+        self.pauses = pauses
         self.store = store
         self.clock = clock
         self.runner = runner
@@ -107,6 +110,7 @@ class Engine:
             store=store,
             clock=clock,
             replica_id=replica_id,
+            pauses=pauses,
         )
         self.dispatcher = Dispatcher(
             admitter=self.admitter,
@@ -119,7 +123,7 @@ class Engine:
             replica_id=replica_id,
             broadcast=self.listens,
         )
-        self.timer = Timer(clock, self.dispatcher)
+        self.timer = Timer(clock, self.dispatcher, pauses)
         self.maintenance = Maintenance(
             store=store,
             clock=clock,
@@ -146,7 +150,9 @@ class Engine:
                     if self.listens:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
-                    start_from = await catch_up(self.store, self.dispatcher, self.schedules, now)
+                    start_from = await catch_up(
+                        self.store, self.dispatcher, self.schedules, now, self.pauses
+                    )
                     for schedule in self.schedules:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self.maintenance.retention_loop)

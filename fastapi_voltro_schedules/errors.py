@@ -15,6 +15,8 @@
     ├── InvalidArrivalTimeError   a stated-time header is not an ISO-8601 instant (ValueError)
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
+    ├── ForbiddenRoleError        a valid read-only token asked for an operator action
+    ├── SchedulePausedError       Run now / range backfill of a paused schedule: nothing fired
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
@@ -126,6 +128,32 @@ class TokenNotConfiguredError(VoltroError):
 
 class AuthenticationError(VoltroError):
     """The request carried no bearer token, or not the one this route family accepts."""
+
+
+class ForbiddenRoleError(VoltroError):
+    """A valid inspect credential whose role may not do this (a read-only token asking to fire
+    or change state)."""
+
+    def __init__(self, message: str, *, required: str, role: str) -> None:
+        super().__init__(message)
+        self.required = required
+        self.role = role
+
+
+class SchedulePausedError(VoltroError):
+    """The schedule is paused: an operator instruction to fire it was refused, nothing ran."""
+
+    def __init__(self, name: str, *, paused_at: str, paused_by: str, reason: str | None) -> None:
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f'schedule "{name}" is paused since {paused_at} by the {paused_by} token{why} — '
+            "nothing was fired. Resume it first (POST /_voltro/inspect/schedules/"
+            f"{name}/resume, or `voltro schedule resume {name}`)"
+        )
+        self.name = name
+        self.paused_at = paused_at
+        self.paused_by = paused_by
+        self.reason = reason
 
 
 class BackfillRequestError(VoltroError, ValueError):

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from .definition import Schedule
     from .dispatcher import Firing
     from .enums import Trigger as TriggerT
+    from .pauses import PauseView
     from .store import Store
 
 
@@ -77,8 +78,11 @@ class Scheduling(Protocol):
     def store(self) -> Store | None: ...
     @property
     def engine(self) -> _Submitter | None: ...
+    @property
+    def pauses(self) -> PauseView | None: ...
 
     def trigger_of(self, schedule: Schedule) -> TriggerMode: ...
+
 
 __all__ = ["MISSED_GRACE", "ExternalMissedWatcher", "watch_external_missed"]
 
@@ -182,6 +186,7 @@ class ExternalMissedWatcher:
             closed, capped = passed_slots(schedule.spec, cursor, newest)
             if not closed:
                 continue
+            kept = self._unpaused(schedule, closed)
             if capped:
                 logger.warning(
                     "schedule: external missed walk capped  name=%s slots=%d (older occurrences "
@@ -190,7 +195,8 @@ class ExternalMissedWatcher:
                     len(closed),
                 )
             try:
-                await self.reconcile(schedule, closed)
+                if kept:
+                    await self.reconcile(schedule, kept)
             except StoreUnavailableError as exc:
                 healthy = False
                 logger.warning(
@@ -201,6 +207,11 @@ class ExternalMissedWatcher:
                 continue
             self.cursors[schedule.name] = closed[-1]
         return healthy
+
+    def _unpaused(self, schedule: Schedule, slots: list[datetime]) -> list[datetime]:
+        # A paused span is not a platform failure: nothing to record (see pauses.py).
+        pauses = self.scheduling.pauses
+        return slots if pauses is None else pauses.unpaused(schedule.name, slots)
 
     def _newest_closed(self, schedule: Schedule, horizon: datetime) -> datetime | None:
         """The newest occurrence whose trigger window closed at or before ``horizon``."""

@@ -36,6 +36,7 @@ from .errors import SchemaError
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    PAUSES_TABLE,
     RUNS_TABLE,
     UTCDateTime,
     voltro_metadata,
@@ -64,7 +65,7 @@ __all__ = [
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 """The embedded default store (``VOLTRO_DATABASE_URL`` unset)."""
 
-VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE})
+VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE})
 """The only tables our migrations create, compare or drop."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -388,8 +389,8 @@ async def ensure_schema(target: str | URL | AsyncEngine) -> None:
         return
     state = "has no ledger tables" if current is None else f"is at revision {current}"
     raise SchemaError(
-        f"the scheduler's tables ({RUNS_TABLE}, {CLAIMS_TABLE}) are missing or not at the "
-        f"newest migration: {redact_url(url)} {state}, head is {head} — run `voltro migrate` "
-        f"(it reads VOLTRO_DATABASE_URL, or --database-url) as part of your release, then "
-        f"start the app again"
+        f"the scheduler's tables ({RUNS_TABLE}, {CLAIMS_TABLE}, {PAUSES_TABLE}) are missing or "
+        f"not at the newest migration: {redact_url(url)} {state}, head is {head} — run "
+        f"`voltro migrate` (it reads VOLTRO_DATABASE_URL, or --database-url) as part of your "
+        f"release, then start the app again"
     )

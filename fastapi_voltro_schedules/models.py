@@ -17,10 +17,12 @@ from sqlmodel import Field, SQLModel
 
 RUNS_TABLE = "_voltro_schedule_runs"
 CLAIMS_TABLE = "_voltro_schedule_claims"
+PAUSES_TABLE = "_voltro_schedule_pauses"
 ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
 
 voltro_metadata = MetaData()
-"""The metadata holding ``_voltro_schedule_runs`` and ``_voltro_schedule_claims``."""
+"""The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims`` and
+``_voltro_schedule_pauses``."""
 
 
 def bind_utc(value: datetime | None, dialect_name: str) -> Any:
@@ -113,8 +115,27 @@ class ScheduleClaim(_VoltroModel, table=True):
     replica_id: str = Field(default="", sa_type=String(200), nullable=False)
 
 
+class SchedulePause(_VoltroModel, table=True):
+    """A schedule an operator paused (and, once ``resumed_at`` is set, resumed).
+
+    The row outlives the resume on purpose: ``resumed_at`` is where the boot backfill and the
+    external missed watcher start again, so the paused span is never replayed or recorded
+    ``missed``. One row per schedule; pausing again reuses it.
+    """
+
+    __tablename__ = PAUSES_TABLE
+
+    name: str = Field(sa_type=String(200), primary_key=True)
+    paused_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    paused_by: str = Field(sa_type=String(16), nullable=False)
+    reason: str | None = Field(default=None, sa_type=String(500))
+    resumed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    resumed_by: str | None = Field(default=None, sa_type=String(16))
+
+
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
 claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
+pauses_table = SchedulePause.__table__  # type: ignore[attr-defined]
 
 
 def claim_key(name: str, scheduled_at: datetime) -> str:

@@ -30,21 +30,23 @@ from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import ChangeStrategy, Coordination, TriggerMode
-from .errors import ConfigurationError, ScheduleNotFoundError
+from .errors import ConfigurationError, ScheduleNotFoundError, SchedulePausedError
 from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
+from .pauses import NO_PAUSES, Pauses
 from .runner import Runner
 from .store.instrumented import InstrumentedStore
+from .tokens import Tokens, load_tokens
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from .store import RunRecord, Store
+    from .store import PauseRecord, RunRecord, Store
 
 
 class Scheduling:
@@ -86,6 +88,10 @@ class Scheduling:
         self.store: Store | None = None
         self.engine: Engine | None = None
         self.app: FastAPI | None = None
+        self.pauses: Pauses | None = None
+        """The process's copy of the pauses table (while running)."""
+        self.tokens: Tokens = Tokens()
+        """The route tokens, parsed and checked at boot (:func:`load_tokens`)."""
         self._running = False
 
     @classmethod
@@ -147,12 +153,15 @@ class Scheduling:
         self._running = True
         try:
             store = await self._boot(app)
+            self.pauses = pauses = Pauses(store, self.clock)
+            await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = self._build_engine(store)
             failure: Exception | None = None
             async with anyio.create_task_group() as tg:
                 if self._hooks is not None:
                     tg.start_soon(self._hooks.run)
                 tg.start_soon(engine.runner.watchdog.run)
+                await tg.start(pauses.run)
                 if arm:
                     await tg.start(engine.supervise)
                     tg.start_soon(partial(watch_external_missed, self, metrics=self.metrics))
@@ -185,6 +194,8 @@ class Scheduling:
     ) -> RangePlan:
         """Check a range backfill without firing (raises when it would be refused)."""
         schedule = self.schedule(name)
+        self.running_engine()
+        self._refuse_if_paused(name)
         return await plan_range(
             self.running_engine().store, schedule, start, end, confirm=confirm, limit=limit
         )
@@ -250,6 +261,7 @@ class Scheduling:
             watched_names=[s.name for s in self.schedules],
             adoption_window_ms=config.queue_adoption_window_ms,
             change_strategy=self.change_strategy(store),
+            pauses=self.pauses if self.pauses is not None else NO_PAUSES,
         )
 
     def change_strategy(self, store: Store) -> ChangeStrategy:
@@ -268,7 +280,36 @@ class Scheduling:
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
         says. Returns once the run row exists; the handler runs in the background."""
-        return await self.running_engine().fire_now(self.schedule(name))
+        schedule = self.schedule(name)
+        engine = self.running_engine()
+        self._refuse_if_paused(name)
+        return await engine.fire_now(schedule)
+
+    def _refuse_if_paused(self, name: str) -> None:
+        record = None if self.pauses is None else self.pauses.get(name)
+        if record is not None and record.active:
+            raise SchedulePausedError(
+                name,
+                paused_at=iso_z(record.paused_at),
+                paused_by=record.paused_by,
+                reason=record.reason,
+            )
+
+    def running_pauses(self) -> Pauses:
+        """The pauses of the running scheduler; :class:`ConfigurationError` outside ``run``."""
+        self.running_engine()
+        assert self.pauses is not None  # set before the engine
+        return self.pauses
+
+    async def pause(self, name: str, *, by: str, reason: str | None = None) -> PauseRecord:
+        """Pause ``name`` on every replica (see :mod:`.pauses`). Idempotent."""
+        self.schedule(name)
+        return await self.running_pauses().pause(name, by=by, reason=reason)
+
+    async def resume(self, name: str, *, by: str) -> PauseRecord | None:
+        """Resume ``name`` from its next occurrence; ``None`` when it was not paused."""
+        self.schedule(name)
+        return await self.running_pauses().resume(name, by=by)
 
     async def _boot(self, app: FastAPI | None) -> Store:
         from .migrations import ensure_schema
@@ -276,6 +317,9 @@ class Scheduling:
 
         ensure_visible()
         self.validate()
+        self.tokens = load_tokens(self.config)
+        for warning in self.tokens.warnings:
+            logger.warning("scheduler: %s", warning)
         self.app = app
         if app is not None:
             app.state.scheduling = self
@@ -351,6 +395,7 @@ class Scheduling:
         self._hooks = None
         if isinstance(self.store, InstrumentedStore):
             self.store.forget_running()
+        self.pauses = None
         if self.store is not None:
             await self.store.dispose()
             self.store = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .enums import OverlapPolicy
 from .logs import logger
+from .pauses import NO_PAUSES, PauseView
 from .planning import passed_slots
 
 if TYPE_CHECKING:
@@ -38,8 +39,11 @@ class _Armed:
 
 
 class Timer:
-    def __init__(self, clock: Clock, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, clock: Clock, dispatcher: Dispatcher, pauses: PauseView = NO_PAUSES
+    ) -> None:
         self.clock = clock
+        self.pauses = pauses
         self.dispatcher = dispatcher
         # A heap of distinct instants, each with the schedules due then. A herd of 10,000
         # schedules on one cron is one heap entry and a list, not 10,000 heap pushes.
@@ -106,6 +110,8 @@ class Timer:
                 if next_key not in nexts:
                     nexts[next_key] = schedule.next_occurrence(slots[-1])
                 self.arm(schedule, slots[-1], nexts[next_key])
+                if self.pauses.is_paused(schedule.name):
+                    continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
                     herd.append((schedule, slots[0]))
                 else:

@@ -35,6 +35,7 @@ def test_reads_env_with_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VOLTRO_REPLICA_ID", "pod-7f4c")
     monkeypatch.setenv("VOLTRO_SCHEDULE_TRIGGER_TOKEN", "trigger-secret")
     monkeypatch.setenv("VOLTRO_INSPECT_TOKEN", "inspect-secret")
+    monkeypatch.setenv("VOLTRO_INSPECT_READ_TOKEN", "viewer-secret")
     c = SchedulingConfig()
     assert c.database_url == "postgresql+asyncpg://u@h/db"
     assert c.trigger is TriggerMode.EXTERNAL
@@ -48,8 +49,11 @@ def test_reads_env_with_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     assert c.schedule_trigger_token is not None
     assert c.schedule_trigger_token.get_secret_value() == "trigger-secret"
     assert c.inspect_token is not None and c.inspect_token.get_secret_value() == "inspect-secret"
+    assert c.inspect_read_token is not None
+    assert c.inspect_read_token.get_secret_value() == "viewer-secret"
     # Tokens never leak through repr/str (which end up in logs and tracebacks).
     assert "trigger-secret" not in repr(c) and "inspect-secret" not in str(c)
+    assert "viewer-secret" not in repr(c)
 
 
 @pytest.mark.parametrize(

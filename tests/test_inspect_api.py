@@ -21,7 +21,7 @@ from fastapi_voltro_schedules import (
 from fastapi_voltro_schedules.testing import ManualClock
 
 NOW = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
-INSPECT = {"Authorization": "Bearer inspect-secret"}
+INSPECT = {"Authorization": "Bearer inspect-secret-for-tests"}
 
 
 async def noop(ctx: ScheduleContext) -> None:
@@ -41,8 +41,8 @@ async def served(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
     config = SchedulingConfig(
         database_url=sqlite_url,
         replica_id="pod-1",
-        inspect_token="inspect-secret",
-        schedule_trigger_token="trigger-secret",
+        inspect_token="inspect-secret-for-tests",
+        schedule_trigger_token="trigger-secret-for-tests",
     )
     scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW))
     app = FastAPI()
@@ -110,7 +110,8 @@ async def test_inspect_routes_need_the_inspect_token(
     sqlite_url: str, method: str, path: str
 ) -> None:
     async with served(sqlite_url) as client:
-        wrong = ({}, {"Authorization": "Bearer trigger-secret"}, {"Authorization": "Bearer x"})
+        trigger = {"Authorization": "Bearer trigger-secret-for-tests"}
+        wrong = ({}, trigger, {"Authorization": "Bearer x"})
         for headers in wrong:
             r = await client.request(method, path, headers=headers, json={})
             assert r.status_code == 401, (headers, r.text)

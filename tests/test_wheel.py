@@ -59,11 +59,33 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0002"
+    assert head == "0003"
     versions = sorted(p.name for p in (package_dir / "_alembic" / "versions").glob("0001_*.py"))
     assert versions == ["0001_ledger_tables.py"]
+    assert (package_dir / "_alembic" / "versions" / "0003_schedule_pauses.py").is_file()
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()
+    # the dashboard's templates and static files ship too (no CDN, nothing to build)
+    dashboard = package_dir / "dashboard"
+    for asset in (
+        "templates/_base.html",
+        "templates/signin.html",
+        "templates/dashboard.html",
+        "static/dashboard.css",
+        "static/dashboard.js",
+        "static/favicon.svg",
+    ):
+        assert (dashboard / asset).is_file(), asset
+    served = _run(
+        [
+            str(python),
+            "-c",
+            "from fastapi_voltro_schedules.api import dashboard as d;"
+            "d._templates().get_template('dashboard.html'); print(len(d._static('dashboard.js')))",
+        ],
+        cwd=outside,
+    )
+    assert int(served.stdout) > 1000
 
     db = tmp_path / "x.db"
     result = _run(
@@ -71,10 +93,11 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         cwd=outside,
     )
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0002 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses "
+        "at 0003 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("SELECT version_num FROM _voltro_alembic_version").fetchall()
-    assert {"_voltro_schedule_runs", "_voltro_schedule_claims"} <= tables
-    assert version == [("0002",)]
+    assert {"_voltro_schedule_runs", "_voltro_schedule_claims", "_voltro_schedule_pauses"} <= tables
+    assert version == [("0003",)]

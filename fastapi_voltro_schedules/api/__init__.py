@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .dashboard import router as _dashboard_router
 from .health import router as _health_router
 from .inspect import router as _inspect_router
 from .metrics import router as _metrics_router
@@ -14,5 +15,6 @@ schedules_router.include_router(_trigger_router)
 schedules_router.include_router(_inspect_router)
 schedules_router.include_router(_health_router)
 schedules_router.include_router(_metrics_router)
+schedules_router.include_router(_dashboard_router)
 
 __all__ = ["schedules_router"]

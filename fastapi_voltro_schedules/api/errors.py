@@ -21,12 +21,14 @@ from ..errors import (
     AuthenticationError,
     BackfillRefusedError,
     BackfillRequestError,
+    ForbiddenRoleError,
     FutureArrivalError,
     InvalidArrivalTimeError,
     NotExternallyTriggeredError,
     OffCadenceError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    SchedulePausedError,
     SchedulerNotRunningError,
     StoreUnavailableError,
     TokenNotConfiguredError,
@@ -37,6 +39,8 @@ from ..errors import (
 ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (AuthenticationError, 401, "unauthorized"),
     (TokenNotConfiguredError, 503, "token_not_configured"),
+    (ForbiddenRoleError, 403, "forbidden_role"),
+    (SchedulePausedError, 409, "paused"),
     (ScheduleNotFoundError, 404, "schedule_not_found"),
     (RunNotFoundError, 404, "run_not_found"),
     (NotExternallyTriggeredError, 409, "not_external"),
@@ -71,6 +75,15 @@ def error_response(error: VoltroError) -> JSONResponse:
         body["variable"] = error.variable
     elif isinstance(error, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
+    elif isinstance(error, ForbiddenRoleError):
+        body.update(required=error.required, role=error.role)
+    elif isinstance(error, SchedulePausedError):
+        body.update(
+            name=error.name,
+            pausedAt=error.paused_at,
+            pausedBy=error.paused_by,
+            reason=error.reason,
+        )
     elif isinstance(error, BackfillRefusedError):
         body.update(
             reason=error.reason, count=error.count, alreadySucceeded=error.already_succeeded

@@ -29,10 +29,12 @@ from ..enums import RunStatus, TriggerMode
 from ..errors import (
     BackfillRefusedError,
     ScheduleNotFoundError,
+    StoreUnavailableError,
     VoltroError,
 )
-from ..store import RunRecord
-from .auth import InspectAuth, scheduling_of
+from ..pauses import MAX_REASON_LENGTH
+from ..store import PauseRecord, RunRecord
+from .auth import InspectAuth, OperatorAuth, OperatorRole, scheduling_of
 from .errors import VoltroRoute, error_responses
 from .trigger import RunView
 
@@ -84,6 +86,46 @@ class BackfillRequest(BaseModel):
     )
 
 
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class PauseRequest(BaseModel):
+    """``POST /_voltro/inspect/schedules/{name}/pause`` (the body is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON_LENGTH,
+        description="Why, for the listing and the dashboard (e.g. a ticket).",
+    )
+
+
+class PauseView(_Camel):
+    """Who paused a schedule, when and why."""
+
+    paused_at: str
+    paused_by: str = Field(description="The role of the token that paused it (operator).")
+    reason: str | None
+
+    @classmethod
+    def of(cls, record: PauseRecord) -> PauseView:
+        return cls(
+            paused_at=iso_z(record.paused_at), paused_by=record.paused_by, reason=record.reason
+        )
+
+
+class PauseAnswer(_Camel):
+    """What pause and resume answer."""
+
+    name: str
+    paused: bool = Field(description="Whether the schedule is paused after this call.")
+    changed: bool = Field(description="False when it already was in that state.")
+    pause: PauseView | None = Field(description="The pause in force (null once resumed).")
+    resumed_at: str | None = Field(description="When it was resumed (resume only).")
+
+
 def _camel(data: dict[str, Any]) -> dict[str, Any]:
     return {to_camel(k): v for k, v in data.items()}
 
@@ -96,6 +138,7 @@ async def list_schedules(request: Request) -> JSONResponse:
     names = [s.name for s in scheduling.schedules]
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
+    pauses = scheduling.pauses
     items = []
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
@@ -103,6 +146,11 @@ async def list_schedules(request: Request) -> JSONResponse:
         if next_firing is None and trigger is TriggerMode.EXTERNAL:
             next_firing = schedule.next_occurrence(now)
         previous = last.get(schedule.name)
+        pause = pauses.get(schedule.name) if pauses is not None else None
+        if pause is not None and not pause.active:
+            pause = None
+        if pause is not None and trigger is TriggerMode.SELF:
+            next_firing = None  # nothing fires until resumed
         items.append(
             _camel(
                 {
@@ -118,6 +166,10 @@ async def list_schedules(request: Request) -> JSONResponse:
                     "last_run": None
                     if previous is None
                     else InspectRunView.of(previous).model_dump(by_alias=True),
+                    "paused": pause is not None,
+                    "pause": None
+                    if pause is None
+                    else PauseView.of(pause).model_dump(by_alias=True),
                 }
             )
         )
@@ -146,7 +198,8 @@ async def list_runs(
         raise ScheduleNotFoundError(name)
     cursor = None if before is None else parse_instant(before, "before")
     assert scheduling.store is not None
-    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor, status=status)
+    statuses = None if status is None else [status]
+    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor, statuses=statuses)
     return JSONResponse({"runs": [InspectRunView.of(r).model_dump(by_alias=True) for r in runs]})
 
 
@@ -155,6 +208,7 @@ async def list_runs(
     status_code=202,
     summary="Run now (always runs, trigger=manual)",
     responses=error_responses(ScheduleNotFoundError),
+    dependencies=[OperatorAuth],
 )
 async def fire(name: str, request: Request) -> JSONResponse:
     run = await scheduling_of(request).fire_now(name)
@@ -169,6 +223,7 @@ async def fire(name: str, request: Request) -> JSONResponse:
     summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
     "ranges stream NDJSON: one `progress` line per slot, then a `summary` line.",
+    dependencies=[OperatorAuth],
 )
 async def backfill(name: str, body: BackfillRequest, request: Request) -> StreamingResponse:
     scheduling = scheduling_of(request)
@@ -212,6 +267,45 @@ async def backfill(name: str, body: BackfillRequest, request: Request) -> Stream
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
+@router.post(
+    f"{INSPECT_PREFIX}/{{name}}/pause",
+    summary="Pause a schedule on every replica",
+    description="Nothing fires and nothing is recorded until resumed; external arrivals answer "
+    '200 {"status":"paused","runId":null}; Run now and range backfills answer 409 paused. '
+    "Idempotent: pausing a paused schedule keeps its first who/when/reason.",
+    response_model=PauseAnswer,
+    responses=error_responses(ScheduleNotFoundError, StoreUnavailableError),
+)
+async def pause(
+    name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
+) -> PauseAnswer:
+    scheduling = scheduling_of(request)
+    before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
+    reason = None if body is None else body.reason
+    record = await scheduling.pause(name, by=role.value, reason=reason)
+    changed = before is None or not before.active
+    return PauseAnswer(
+        name=name, paused=True, changed=changed, pause=PauseView.of(record), resumed_at=None
+    )
+
+
+@router.post(
+    f"{INSPECT_PREFIX}/{{name}}/resume",
+    summary="Resume a paused schedule from its next occurrence",
+    description="The paused span is not caught up: the next occurrence fires, and neither the "
+    "boot backfill nor the external missed policy replays or records the span.",
+    response_model=PauseAnswer,
+    responses=error_responses(ScheduleNotFoundError, StoreUnavailableError),
+)
+async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
+    scheduling = scheduling_of(request)
+    before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
+    record = await scheduling.resume(name, by=role.value)
+    changed = before is not None and before.active
+    resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
+    return PauseAnswer(name=name, paused=False, changed=changed, pause=None, resumed_at=resumed_at)
+
+
 async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
     """Answer 409 ``in-progress`` up front when a live range of this schedule holds the lock
     (a range that starts between this check and ours still ends as an ``error`` line)."""
@@ -243,4 +337,4 @@ def _summary(summary: RangeSummary) -> dict[str, Any]:
     }
 
 
-__all__ = ["BackfillRequest", "InspectRunView", "router"]
+__all__ = ["BackfillRequest", "InspectRunView", "PauseAnswer", "PauseRequest", "router"]

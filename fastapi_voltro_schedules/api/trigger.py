@@ -11,7 +11,10 @@ retry, redelivery or twin CronJob of one firing, on any replica, resolves to one
 * any later one: ``200 {"status": "duplicate", "runId", "scheduledAt"}`` with the *first* run's
   id (also when the slot was recorded ``missed`` by the missed policy: that row's id);
 * the first arrival while a run of the schedule is still live under ``on_overlap="skip"``:
-  ``200 {"status": "skipped", "runId", "scheduledAt"}`` — the skipped row, terminal at once.
+  ``200 {"status": "skipped", "runId", "scheduledAt"}`` — the skipped row, terminal at once;
+* any arrival while an operator paused the schedule (or, after the resume, for an occurrence
+  inside the paused span): ``200 {"status": "paused", "runId": null, "scheduledAt"}`` — nothing
+  claimed, nothing recorded, and the CronJob exits 0 (:mod:`fastapi_voltro_schedules.pauses`).
 """
 
 from __future__ import annotations
@@ -67,13 +70,17 @@ class _Camel(BaseModel):
 class TriggerAnswer(_Camel):
     """What the trigger route answers."""
 
-    status: Literal["accepted", "duplicate", "skipped"] = Field(
+    status: Literal["accepted", "duplicate", "skipped", "paused"] = Field(
         description="accepted (202): this arrival started the run; duplicate (200): the "
         "occurrence was already claimed — runId is the first run's; skipped (200): a run of "
-        "the schedule was still live (on_overlap='skip'), a skipped row was recorded."
+        "the schedule was still live (on_overlap='skip'), a skipped row was recorded; paused "
+        "(200): an operator paused the schedule — nothing ran, runId is null."
     )
     run_id: str | None = Field(description="Poll GET /_voltro/schedules/runs/{runId}.")
-    scheduled_at: str = Field(description="The occurrence the arrival snapped to (ISO-8601 Z).")
+    scheduled_at: str | None = Field(
+        description="The occurrence the arrival snapped to (ISO-8601 Z); null only for a "
+        "paused schedule's arrival that matches no occurrence."
+    )
 
 
 class RunView(_Camel):
@@ -116,8 +123,8 @@ class RunView(_Camel):
 class Arrival:
     """What one accepted arrival became."""
 
-    status: Literal["accepted", "duplicate", "skipped"]
-    scheduled_at: datetime
+    status: Literal["accepted", "duplicate", "skipped", "paused"]
+    scheduled_at: datetime | None
     run: RunRecord | None
 
 
@@ -154,6 +161,9 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
     now = scheduling.clock.now()
     config = scheduling.config
     plan = snap(schedule.spec, stated or now, now, config.external_trigger_skew_ms)
+    pauses = scheduling.pauses
+    if pauses is not None and pauses.holds(name, plan.scheduled_at or plan.reference):
+        return Arrival("paused", plan.scheduled_at, None)
     facts: dict[str, object] = {
         "name": name,
         "cron": schedule.cron,
@@ -192,6 +202,8 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
         return Arrival("accepted", slot, admission.run)
     if admission.verdict is Verdict.SKIPPED:
         return Arrival("skipped", slot, admission.run)
+    if admission.verdict is Verdict.PAUSED:  # paused between the check above and the claim
+        return Arrival("paused", slot, None)
     if admission.verdict is Verdict.LOST:
         return Arrival("duplicate", slot, await first_run(scheduling, name, slot))
     raise StoreUnavailableError(
@@ -245,7 +257,7 @@ def _waiting_here(
     status_code=202,
     response_model=TriggerAnswer,
     responses={
-        200: {"model": TriggerAnswer, "description": "Duplicate (or skipped) arrival"},
+        200: {"model": TriggerAnswer, "description": "Duplicate, skipped or paused arrival"},
         **error_responses(
             InvalidArrivalTimeError,
             ScheduleNotFoundError,
@@ -286,7 +298,7 @@ async def trigger_schedule(
     answer = TriggerAnswer(
         status=arrival.status,
         run_id=None if arrival.run is None else arrival.run.id,
-        scheduled_at=iso_z(arrival.scheduled_at),
+        scheduled_at=None if arrival.scheduled_at is None else iso_z(arrival.scheduled_at),
     )
     return JSONResponse(
         answer.model_dump(by_alias=True),

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from ..migrations import VOLTRO_TABLES, async_url, current_revision, redact_url, upgrade_to_head
-from ..models import CLAIMS_TABLE, RUNS_TABLE
+from ..models import CLAIMS_TABLE, PAUSES_TABLE, RUNS_TABLE
 from .common import (
     SUPPORTED_BACKENDS,
     AppOption,
@@ -37,10 +37,11 @@ async def _migrate(url: str) -> tuple[str | None, str]:
 
 @app.command()
 def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) -> None:
-    """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims).
+    """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims,
+    _voltro_schedule_pauses).
 
     Run it in your release step for PostgreSQL / MariaDB / MySQL; SQLite is migrated at boot.
-    Only our two tables and our own version table (_voltro_alembic_version) are touched.
+    Only our tables and our own version table (_voltro_alembic_version) are touched.
     """
     if app_path:
         try:
@@ -68,5 +69,5 @@ def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) 
     except Exception as exc:
         detail = _scrub(f"{type(exc).__name__}: {exc}", url)
         raise _fail("migrate", f"failed on {shown}: {detail}") from None
-    tables = ", ".join(t for t in (RUNS_TABLE, CLAIMS_TABLE) if t in VOLTRO_TABLES)
+    tables = ", ".join(t for t in (RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE) if t in VOLTRO_TABLES)
     typer.echo(f"voltro migrate: {tables} at {revision} ({dialect})")

@@ -21,6 +21,7 @@ from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..ledger import new_row
 from ..logs import logger
+from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction
 from ..store import RunRecord, new_run_id, new_run_ids
 from .base import Admission, Gate, Step, Turn, Verdict
@@ -49,7 +50,9 @@ class Admitter:
         store: Store,
         clock: Clock,
         replica_id: str,
+        pauses: PauseView = NO_PAUSES,
     ) -> None:
+        self.pauses = pauses
         self.gate = gate
         self.skip = skip
         self.chain = chain
@@ -81,6 +84,8 @@ class Admitter:
         no gate, no overlap rule."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
+            if self.pauses.holds(schedule.name, slot):
+                return Admission(Verdict.PAUSED)
             try:
                 elected = await self.gate.elect(schedule, slot, trigger)
             except StoreUnavailableError as exc:
@@ -216,6 +221,7 @@ class Admitter:
         ``queue`` schedules — those go one by one through :meth:`admit`): one claim statement
         per 1,000 keys, one overlap read, one insert. Returns the runs to start (their
         ``running`` rows are written and they count as in flight)."""
+        items = [(s, slot) for s, slot in items if not self.pauses.holds(s.name, slot)]
         if not items:
             return []
         try:

@@ -40,6 +40,8 @@ class Verdict(StrEnum):
     """A run of the schedule was live; a ``skipped`` row was recorded."""
     UNAVAILABLE = "unavailable"
     """The store could not be written or read: nothing runs (fail closed)."""
+    PAUSED = "paused"
+    """An operator paused the schedule (:mod:`..pauses`): nothing runs, nothing is recorded."""
 
 
 @dataclass(frozen=True, slots=True)

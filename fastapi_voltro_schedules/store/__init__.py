@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .base import RunOutcome, RunRecord, Store, new_run_id, new_run_ids
+from .base import PauseRecord, RunOutcome, RunRecord, Store, new_run_id, new_run_ids
 from .sql import DEFAULT_URL, SQLStore, make_engine
 
 
@@ -32,6 +32,7 @@ def create_store(
 
 
 __all__ = [
+    "PauseRecord",
     "RunOutcome",
     "RunRecord",
     "SQLStore",

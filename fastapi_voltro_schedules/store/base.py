@@ -173,6 +173,35 @@ class LineDecision(Protocol):
 D = TypeVar("D", bound=LineDecision)
 
 
+@dataclass(frozen=True, slots=True)
+class PauseRecord:
+    """One row of ``_voltro_schedule_pauses``: who paused a schedule, when and why, and — once
+    ``resumed_at`` is set — when it was resumed (the row is kept: it marks the paused span)."""
+
+    name: str
+    paused_at: datetime
+    paused_by: str
+    reason: str | None = None
+    resumed_at: datetime | None = None
+    resumed_by: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the schedule is paused now."""
+        return self.resumed_at is None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> PauseRecord:
+        return cls(
+            name=row["name"],
+            paused_at=row["paused_at"],
+            paused_by=row["paused_by"],
+            reason=row["reason"],
+            resumed_at=row["resumed_at"],
+            resumed_by=row["resumed_by"],
+        )
+
+
 class Store(abc.ABC):
     """The ledger: claims (who fires a slot) and runs (what happened to it)."""
 
@@ -326,11 +355,17 @@ class Store(abc.ABC):
         name: str | None,
         limit: int = 100,
         before: datetime | None = None,
-        status: RunStatus | None = None,
+        *,
+        before_id: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
         """Runs of ``name`` (every schedule when ``None``), newest ``scheduled_at`` first (ties
-        by id, newest first), at most ``limit``, only ``scheduled_at < before`` when given —
-        pass the last row's ``scheduled_at`` to page — and only in ``status`` when given."""
+        by id, newest first), at most ``limit``, only in ``statuses`` when given.
+
+        Paging: only rows *after* the cursor in that order — ``scheduled_at < before``, or with
+        ``before_id`` also ``scheduled_at == before and id < before_id`` (a keyset cursor: pass
+        the last row's ``scheduled_at`` and ``id``; no row is skipped or repeated when many
+        share one instant)."""
 
     @abc.abstractmethod
     async def run_for_slot(
@@ -393,6 +428,31 @@ class Store(abc.ABC):
         cancelled, on a dedicated connection. Raises ``NotImplementedError`` where the store
         has no notification channel (everything but Postgres): waiters then poll."""
         raise NotImplementedError(f"{self.dialect_name} has no change notifications")
+    # -- pauses -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def pause(
+        self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
+    ) -> PauseRecord:
+        """Mark ``name`` paused; returns the row as stored.
+
+        Idempotent: a schedule already paused keeps its first ``paused_at``/``paused_by``/
+        ``reason`` (two operators pausing at once both get the one row). A resumed schedule's
+        row is reused: paused again with these values and ``resumed_*`` cleared. Committed
+        before this returns."""
+
+    @abc.abstractmethod
+    async def resume(
+        self, name: str, *, resumed_at: datetime, resumed_by: str
+    ) -> PauseRecord | None:
+        """Set ``resumed_at``/``resumed_by`` on ``name``'s row iff it is paused (one conditional
+        write: of concurrent resumes one stamps it). Returns the row as stored afterwards —
+        ``None`` when the schedule was never paused; an already-resumed row is returned
+        unchanged."""
+
+    @abc.abstractmethod
+    async def pauses(self) -> list[PauseRecord]:
+        """Every row of the pauses table (one per schedule ever paused: a small table)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 

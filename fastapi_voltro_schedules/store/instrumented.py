@@ -17,9 +17,9 @@ the engine still fails closed, and now an alert can say so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..clock import iso_z
 from ..enums import RunStatus, Trigger
@@ -27,7 +27,9 @@ from ..errors import StoreUnavailableError
 from ..logs import logger, run_fields
 from ..metrics import SchedulerMetrics
 from ..outcomes import RecordedOutcome
-from .base import CLOCK_TRIGGERS, UNCHECKED, D, RunOutcome, RunRecord, Store
+from .base import CLOCK_TRIGGERS, UNCHECKED, D, PauseRecord, RunOutcome, RunRecord, Store
+
+T = TypeVar("T")
 
 __all__ = ["InstrumentedStore"]
 
@@ -53,6 +55,14 @@ class InstrumentedStore(Store):
         return getattr(self.inner, attribute)
 
     # -- observing ---------------------------------------------------------------------------
+
+    async def _counted(self, operation: str, call: Awaitable[T]) -> T:
+        """Await ``call``; a ``StoreUnavailableError`` is counted under ``operation``."""
+        try:
+            return await call
+        except StoreUnavailableError:
+            self._error(operation)
+            raise
 
     def _error(self, operation: str) -> None:
         self.metrics.store_errors.labels(operation=operation).inc()
@@ -245,6 +255,23 @@ class InstrumentedStore(Store):
                 await self._observe_update(write.run_id, RunStatus(str(status)))
         return plan
 
+    async def pause(
+        self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
+    ) -> PauseRecord:
+        return await self._counted(
+            "pause", self.inner.pause(name, paused_at=paused_at, paused_by=paused_by, reason=reason)
+        )
+
+    async def resume(
+        self, name: str, *, resumed_at: datetime, resumed_by: str
+    ) -> PauseRecord | None:
+        return await self._counted(
+            "resume", self.inner.resume(name, resumed_at=resumed_at, resumed_by=resumed_by)
+        )
+
+    async def pauses(self) -> list[PauseRecord]:
+        return await self._counted("pauses", self.inner.pauses())
+
     async def queued_names(self) -> dict[str, list[RunRecord]]:
         try:
             return await self.inner.queued_names()
@@ -310,10 +337,14 @@ class InstrumentedStore(Store):
         name: str | None,
         limit: int = 100,
         before: datetime | None = None,
-        status: RunStatus | None = None,
+        *,
+        before_id: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
         try:
-            return await self.inner.list_runs(name, limit, before, status)
+            return await self.inner.list_runs(
+                name, limit, before, before_id=before_id, statuses=statuses
+            )
         except StoreUnavailableError:
             self._error("list_runs")
             raise

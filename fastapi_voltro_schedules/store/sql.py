@@ -27,7 +27,7 @@ from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..models import claims_table, runs_table, voltro_metadata
 from . import statements as q
-from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord, Store
+from .base import LIVE_STATUSES, UNCHECKED, D, PauseRecord, RunOutcome, RunRecord, Store
 
 T = TypeVar("T")
 logger = logging.getLogger("fastapi_voltro_schedules.store")
@@ -503,11 +503,14 @@ class SQLStore(Store):
         name: str | None,
         limit: int = 100,
         before: datetime | None = None,
-        status: RunStatus | None = None,
+        *,
+        before_id: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
         if before is not None:
             _aware(before, "before")
-        return await self._read_runs("list_runs", q.list_runs(name, limit, before, status))
+        stmt = q.list_runs(name, limit, before, before_id, statuses)
+        return await self._read_runs("list_runs", stmt)
 
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
@@ -588,6 +591,41 @@ class SQLStore(Store):
             finally:
                 with anyio.CancelScope(shield=True):
                     await driver.remove_listener(q.NOTIFY_CHANNEL, callback)
+    # -- pauses -----------------------------------------------------------------------------
+
+    async def pause(
+        self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
+    ) -> PauseRecord:
+        _aware(paused_at, "paused_at")
+        row = {"name": name, "paused_at": paused_at, "paused_by": paused_by, "reason": reason}
+
+        async def work(conn: AsyncConnection) -> PauseRecord:
+            again = await conn.execute(q.pause_again(name, paused_at, paused_by, reason))
+            if not again.rowcount:
+                await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+            stored = (await conn.execute(q.pauses_select(name))).one()
+            return PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("pause", work)
+
+    async def resume(
+        self, name: str, *, resumed_at: datetime, resumed_by: str
+    ) -> PauseRecord | None:
+        _aware(resumed_at, "resumed_at")
+
+        async def work(conn: AsyncConnection) -> PauseRecord | None:
+            await conn.execute(q.pause_resume(name, resumed_at, resumed_by))
+            stored = (await conn.execute(q.pauses_select(name))).first()
+            return None if stored is None else PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("resume", work)
+
+    async def pauses(self) -> list[PauseRecord]:
+        async def work(conn: AsyncConnection) -> list[PauseRecord]:
+            result = await conn.execute(q.pauses_select())
+            return [PauseRecord.from_row(row._mapping) for row in result]
+
+        return await self._attempt("pauses", work, write=False)
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -37,11 +37,13 @@ from sqlalchemy import (
     String,
     Text,
     Update,
+    and_,
     any_,
     bindparam,
     delete,
     func,
     insert,
+    or_,
     select,
     text,
 )
@@ -51,7 +53,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import TextClause
 
 from ..enums import RunStatus, Trigger
-from ..models import UTCDateTime, bind_utc, claims_table, runs_table
+from ..models import UTCDateTime, bind_utc, claims_table, pauses_table, runs_table
 from .base import CLOCK_TRIGGERS, LIVE_STATUSES, TERMINAL_STATUSES
 
 CLAIM_CHUNK = 1000
@@ -372,16 +374,77 @@ def run_by_id(run_id: str) -> Select[Any]:
 
 
 def list_runs(
-    name: str | None, limit: int, before: datetime | None, status: RunStatus | None = None
+    name: str | None,
+    limit: int,
+    before: datetime | None,
+    before_id: str | None = None,
+    statuses: Collection[RunStatus] | None = None,
 ) -> Select[Any]:
     c = runs_table.c
     stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
     if name is not None:
         stmt = stmt.where(c.name == name)
-    if status is not None:
-        stmt = stmt.where(c.status == status.value)
-    if before is not None:
+    if statuses is not None:
+        stmt = stmt.where(c.status.in_([s.value for s in statuses]))
+    if before is not None and before_id is not None:
+        stmt = stmt.where(
+            or_(c.scheduled_at < before, and_(c.scheduled_at == before, c.id < before_id))
+        )
+    elif before is not None:
         stmt = stmt.where(c.scheduled_at < before)
+    return stmt
+
+
+# -- pauses ---------------------------------------------------------------------------------
+
+
+def pause_insert(dialect_name: str, row: Mapping[str, Any]) -> Insert:
+    """Insert a pauses row unless one exists (an existing row is left as it is)."""
+    family = dialect_family(dialect_name)
+    if family == "postgresql":
+        return (
+            postgresql.insert(pauses_table)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=[pauses_table.c.name])
+        )
+    if family == "sqlite":
+        return (
+            sqlite.insert(pauses_table)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=[pauses_table.c.name])
+        )
+    return insert(pauses_table).values(**row).prefix_with("IGNORE")
+
+
+def pause_again(name: str, paused_at: datetime, paused_by: str, reason: str | None) -> Update:
+    """Re-pause a resumed schedule's row (a paused one is left alone: the first pause wins)."""
+    c = pauses_table.c
+    return (
+        sa_update(pauses_table)
+        .where(c.name == name, c.resumed_at.is_not(None))
+        .values(
+            paused_at=paused_at,
+            paused_by=paused_by,
+            reason=reason,
+            resumed_at=None,
+            resumed_by=None,
+        )
+    )
+
+
+def pause_resume(name: str, resumed_at: datetime, resumed_by: str) -> Update:
+    c = pauses_table.c
+    return (
+        sa_update(pauses_table)
+        .where(c.name == name, c.resumed_at.is_(None))
+        .values(resumed_at=resumed_at, resumed_by=resumed_by)
+    )
+
+
+def pauses_select(name: str | None = None) -> Select[Any]:
+    stmt = select(pauses_table).order_by(pauses_table.c.name)
+    if name is not None:
+        stmt = stmt.where(pauses_table.c.name == name)
     return stmt
 
 

@@ -123,7 +123,7 @@ def _schedules() -> list[Schedule]:
 
 scheduling = Scheduling(_schedules(), config=config)
 app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
-app.include_router(schedules_router)
+app.include_router(schedules_router)  # inspect routes (pause/resume) when a token is set
 
 
 @app.get("/_cluster/replica")

@@ -1,0 +1,170 @@
+"""The dashboard's server side in-process: sign-in, the cookie, sign-out, assets, headers.
+
+The page itself (JavaScript, the polling, the buttons) is exercised in real Chromium by
+``test_dashboard_browser.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+import httpx
+from fastapi import FastAPI
+
+from fastapi_voltro_schedules import (
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+    schedules_router,
+)
+from fastapi_voltro_schedules.api.dashboard import STATIC_FILES
+from fastapi_voltro_schedules.testing import ManualClock
+
+NOW = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
+OPERATOR = "operator-secret-0123456789"
+READER = "reader-secret-0123456789"
+TRIGGER = "trigger-secret-0123456789"
+PAGE = "/_voltro/dashboard"
+
+
+async def noop(ctx: ScheduleContext) -> None:
+    return None
+
+
+@asynccontextmanager
+async def served(
+    sqlite_url: str, *, base_url: str = "http://test", **tokens: str | None
+) -> AsyncIterator[httpx.AsyncClient]:
+    schedules = [
+        define_schedule(name="digest", cron="0 9 * * *", timezone="Europe/Berlin", handler=noop)
+    ]
+    settings: dict[str, str | None] = {
+        "inspect_token": OPERATOR,
+        "inspect_read_token": READER,
+        "schedule_trigger_token": TRIGGER,
+        **tokens,
+    }
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings)
+    scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW))
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with scheduling.run(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client
+
+
+async def sign_in(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    return await client.post(f"{PAGE}/session", data={"token": token})
+
+
+async def test_without_a_session_the_page_is_the_sign_in_form(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await client.get(PAGE)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        assert '<form method="post" action="/_voltro/dashboard/session"' in r.text
+        assert 'name="token"' in r.text and '<label for="token">' in r.text
+        assert 'id="schedules"' not in r.text  # no data without a session
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+
+
+async def test_sign_in_sets_a_cookie_that_is_not_the_token(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await sign_in(client, OPERATOR)
+        assert r.status_code == 303 and r.headers["location"] == PAGE
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith("voltro_session=operator.")
+        assert OPERATOR not in cookie
+        attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+        assert {"httponly", "samesite=strict", "path=/_voltro"} <= attributes
+        assert "secure" not in attributes  # plain http: a Secure cookie would never come back
+
+        page = await client.get(PAGE)
+        assert page.status_code == 200
+        assert 'data-role="operator"' in page.text and 'id="schedules"' in page.text
+        assert "/_voltro/dashboard/static/dashboard.js?v=" in page.text
+        # the page's own fetches ride the cookie
+        listing = await client.get("/_voltro/inspect/schedules")
+        assert listing.status_code == 200 and listing.json()["schedules"][0]["name"] == "digest"
+
+
+async def test_the_read_token_signs_in_read_only(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await sign_in(client, READER)
+        assert r.status_code == 303 and r.headers["set-cookie"].startswith("voltro_session=read.")
+        page = await client.get(PAGE)
+        assert 'data-role="read"' in page.text and "read-only" in page.text
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 200
+        # the page hides Run now from a viewer; the server refuses it whatever the page does
+        fired = await client.post("/_voltro/inspect/schedules/digest/fire")
+        assert fired.status_code == 403, fired.text
+
+
+async def test_the_cookie_is_secure_under_https(sqlite_url: str) -> None:
+    async with served(sqlite_url, base_url="https://test") as client:
+        r = await sign_in(client, OPERATOR)
+        assert r.status_code == 303
+        assert "secure" in {p.strip().lower() for p in r.headers["set-cookie"].split(";")}
+
+
+async def test_a_wrong_token_gets_the_form_again_with_the_reason(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        for token in ("nope-nope-nope-nope", TRIGGER, ""):
+            r = await sign_in(client, token)
+            assert r.status_code == 401, token
+            assert "set-cookie" not in r.headers
+            assert 'role="alert"' in r.text and 'aria-invalid="true"' in r.text
+            reason = "Enter an inspect token" if not token else "not an inspect token"
+            assert reason in r.text
+            assert token == "" or token not in r.text  # never echoed back
+
+
+async def test_a_forged_or_stale_cookie_is_no_session(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await sign_in(client, READER)
+        value = r.cookies["voltro_session"]
+        promoted = "operator." + value.split(".", 1)[1]  # a read MAC claiming operator
+        for forged in (promoted, "operator.00", "admin.x", "garbage"):
+            client.cookies.set("voltro_session", forged, path="/_voltro")
+            page = await client.get(PAGE)
+            assert 'name="token"' in page.text and 'id="schedules"' not in page.text, forged
+            assert (await client.get("/_voltro/inspect/schedules")).status_code == 401, forged
+
+
+async def test_sign_out_clears_the_cookie(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        await sign_in(client, OPERATOR)
+        assert 'id="schedules"' in (await client.get(PAGE)).text
+        r = await client.post(f"{PAGE}/signout")
+        assert r.status_code == 303 and r.headers["location"] == PAGE
+        cleared = r.headers["set-cookie"]
+        assert cleared.startswith('voltro_session=""') and "Max-Age=0" in cleared
+        assert "Path=/_voltro" in cleared
+        assert 'name="token"' in (await client.get(PAGE)).text
+
+
+async def test_no_inspect_token_configured_shuts_the_dashboard_with_the_remedy(
+    sqlite_url: str,
+) -> None:
+    async with served(sqlite_url, inspect_token=None, inspect_read_token=None) as client:
+        r = await client.get(PAGE)
+        assert r.status_code == 503
+        assert "VOLTRO_INSPECT_TOKEN" in r.text and "VOLTRO_INSPECT_READ_TOKEN" in r.text
+        assert 'name="token"' not in r.text
+        assert (await sign_in(client, OPERATOR)).status_code == 503
+
+
+async def test_static_files_are_the_fixed_list(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        for name, media_type in STATIC_FILES.items():
+            r = await client.get(f"{PAGE}/static/{name}")
+            assert r.status_code == 200 and r.headers["content-type"] == media_type, name
+            assert r.headers["x-content-type-options"] == "nosniff"
+        js = (await client.get(f"{PAGE}/static/dashboard.js")).text
+        assert "http://" not in js and "https://" not in js  # nothing from elsewhere
+        for path in ("nope.js", "..%2Fapi%2Fdashboard.py", "%2E%2E%2F__init__.py"):
+            assert (await client.get(f"{PAGE}/static/{path}")).status_code == 404, path

@@ -1,0 +1,256 @@
+"""Pause / resume: nothing fires or is recorded while paused, resume starts at the next
+occurrence (no catch-up, at runtime or at the next boot), persisted across restarts, external
+arrivals answered ``paused``, Run now and backfill refused."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+import anyio
+import httpx
+from fastapi import FastAPI
+
+from fastapi_voltro_schedules import (
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+    schedules_router,
+)
+from fastapi_voltro_schedules.store import RunRecord
+from fastapi_voltro_schedules.testing import ManualClock
+
+OPERATOR = "operator-token-for-pause-tests"
+READ = "viewer-token-for-pause-tests"
+TRIGGER = "trigger-token-for-pause-tests"
+AUTH = {"Authorization": f"Bearer {OPERATOR}"}
+TRIGGER_AUTH = {"Authorization": f"Bearer {TRIGGER}"}
+BASE = "/_voltro/inspect/schedules"
+
+
+def at(minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 6, 1, 12, minute, second, tzinfo=UTC)
+
+
+async def noop(ctx: ScheduleContext) -> None:
+    return None
+
+
+def _scheduling(sqlite_url: str, clock: ManualClock) -> Scheduling:
+    schedules = [
+        define_schedule(
+            name="minutely", cron="* * * * *", timezone="UTC", handler=noop, backfill="all"
+        ),
+        define_schedule(
+            name="latest", cron="* * * * *", timezone="UTC", handler=noop, backfill="latest"
+        ),
+        define_schedule(
+            name="ext", cron="* * * * *", timezone="UTC", handler=noop, trigger="external"
+        ),
+    ]
+    config = SchedulingConfig(
+        database_url=sqlite_url,
+        replica_id="pod-1",
+        inspect_token=OPERATOR,
+        inspect_read_token=READ,
+        schedule_trigger_token=TRIGGER,
+        external_missed_policy="record",
+    )
+    return Scheduling(schedules, config=config, clock=clock)
+
+
+@asynccontextmanager
+async def served(scheduling: Scheduling) -> AsyncIterator[httpx.AsyncClient]:
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with scheduling.run(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            yield c
+
+
+async def rows(scheduling: Scheduling, name: str) -> list[RunRecord]:
+    assert scheduling.store is not None
+    found = await scheduling.store.list_runs(name, limit=1000)
+    return sorted(found, key=lambda r: r.scheduled_at)
+
+
+async def slots_of(scheduling: Scheduling, name: str) -> list[datetime]:
+    return [r.scheduled_at for r in await rows(scheduling, name)]
+
+
+async def settle(clock: ManualClock, to: datetime) -> None:
+    """Move the clock and give the engine real time for its database writes."""
+    clock.set(to)
+    await clock.advance(0)
+    await anyio.sleep(0.3)
+
+
+async def wait_slots(scheduling: Scheduling, name: str, expected: list[datetime]) -> None:
+    with anyio.fail_after(5):
+        while await slots_of(scheduling, name) != expected:
+            await anyio.sleep(0.02)
+
+
+async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
+    sqlite_url: str,
+) -> None:
+    clock = ManualClock(at(0, 30))
+    s = _scheduling(sqlite_url, clock)
+    async with served(s) as client:
+        await settle(clock, at(1))
+        await wait_slots(s, "minutely", [at(1)])
+
+        r = await client.post(f"{BASE}/minutely/pause", headers=AUTH, json={"reason": "INC-42"})
+        assert r.status_code == 200, r.text
+        assert r.json() == {
+            "name": "minutely",
+            "paused": True,
+            "changed": True,
+            "pause": {"pausedAt": "2026-06-01T12:01:00.000Z", "pausedBy": "operator",
+                      "reason": "INC-42"},
+            "resumedAt": None,
+        }  # fmt: skip
+        again = await client.post(f"{BASE}/minutely/pause", headers=AUTH)
+        assert again.json()["changed"] is False and again.json()["pause"]["reason"] == "INC-42"
+
+        listing = (await client.get(BASE, headers={"Authorization": f"Bearer {READ}"})).json()
+        entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
+        assert entry["paused"] is True and entry["nextFiring"] is None
+        assert entry["pause"] == {"pausedAt": "2026-06-01T12:01:00.000Z",
+                                  "pausedBy": "operator", "reason": "INC-42"}  # fmt: skip
+
+        for minute in (2, 3, 4, 5):
+            await settle(clock, at(minute))
+        assert await slots_of(s, "minutely") == [at(1)]  # no run, no skipped, no missed row
+
+        fire = await client.post(f"{BASE}/minutely/fire", headers=AUTH)
+        assert fire.status_code == 409 and fire.json()["code"] == "paused"
+        assert "voltro schedule resume minutely" in fire.json()["detail"]
+        backfill = await client.post(
+            f"{BASE}/minutely/backfill",
+            headers=AUTH,
+            json={"from": "2026-06-01T11:00:00Z", "to": "2026-06-01T11:03:00Z"},
+        )
+        assert backfill.status_code == 409 and backfill.json()["code"] == "paused"
+        assert await slots_of(s, "minutely") == [at(1)]
+
+        await settle(clock, at(5, 30))
+        r = await client.post(f"{BASE}/minutely/resume", headers=AUTH)
+        assert r.status_code == 200 and r.json()["changed"] is True
+        assert r.json()["resumedAt"] == "2026-06-01T12:05:30.000Z" and r.json()["pause"] is None
+        await settle(clock, at(6))
+        await wait_slots(s, "minutely", [at(1), at(6)])  # the next occurrence, no catch-up
+        listing = (await client.get(BASE, headers=AUTH)).json()
+        entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
+        assert entry["paused"] is False and entry["pause"] is None
+        assert entry["nextFiring"] == "2026-06-01T12:07:00.000Z"
+
+
+async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_paused_span(
+    sqlite_url: str,
+) -> None:
+    clock = ManualClock(at(0, 30))
+    first = _scheduling(sqlite_url, clock)
+    async with served(first) as client:
+        await settle(clock, at(1))
+        await wait_slots(first, "minutely", [at(1)])
+        await wait_slots(first, "latest", [at(1)])
+        await settle(clock, at(1, 30))
+        for name in ("minutely", "latest"):
+            assert (await client.post(f"{BASE}/{name}/pause", headers=AUTH)).status_code == 200
+
+    # Down from 12:01:30 to 12:10:30, paused all along: backfill="all" must not replay a thing.
+    clock.set(at(10, 30))
+    second = _scheduling(sqlite_url, clock)
+    async with served(second) as client:
+        listing = (await client.get(BASE, headers=AUTH)).json()
+        assert {x["name"]: x for x in listing["schedules"]}["minutely"]["paused"] is True
+        await settle(clock, at(11))
+        assert await slots_of(second, "minutely") == [at(1)]
+        assert await slots_of(second, "latest") == [at(1)]  # not even `missed` rows
+        await settle(clock, at(11, 30))
+        for name in ("minutely", "latest"):
+            assert (await client.post(f"{BASE}/{name}/resume", headers=AUTH)).status_code == 200
+
+    # Down again from 12:11:30 to 12:14:30, *not* paused: that span is downtime and is caught
+    # up (backfill="all"); the paused span before the resume stays empty.
+    clock.set(at(14, 30))
+    third = _scheduling(sqlite_url, clock)
+    async with served(third):
+        await wait_slots(third, "minutely", [at(1), at(12), at(13), at(14)])
+        await wait_slots(third, "latest", [at(1), at(12), at(13), at(14)])
+        by_slot = {r.scheduled_at: r.status.value for r in await rows(third, "latest")}
+        assert [by_slot[at(m)] for m in (12, 13)] == ["missed", "missed"]
+
+
+async def test_external_arrivals_while_paused_and_for_the_paused_span(sqlite_url: str) -> None:
+    clock = ManualClock(at(0, 10))
+    s = _scheduling(sqlite_url, clock)
+    async with served(s) as client:
+        assert (await client.post(f"{BASE}/ext/pause", headers=AUTH)).status_code == 200
+        await settle(clock, at(2, 10))
+        r = await client.post("/_voltro/schedules/ext/trigger", headers=TRIGGER_AUTH)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"status": "paused", "runId": None,
+                            "scheduledAt": "2026-06-01T12:02:00.000Z"}  # fmt: skip
+        await settle(clock, at(4, 10))  # the missed watcher passes 12:01..12:03: paused, silent
+        assert await rows(s, "ext") == []
+
+        await settle(clock, at(4, 20))
+        assert (await client.post(f"{BASE}/ext/resume", headers=AUTH)).status_code == 200
+        # A late redelivery of an occurrence inside the paused span is not run after resume.
+        late = await client.post(
+            "/_voltro/schedules/ext/trigger",
+            headers={**TRIGGER_AUTH, "X-Voltro-Scheduled-At": "2026-06-01T12:04:00Z"},
+        )
+        assert late.status_code == 200 and late.json()["status"] == "paused"
+        await settle(clock, at(5, 5))
+        r = await client.post("/_voltro/schedules/ext/trigger", headers=TRIGGER_AUTH)
+        assert r.status_code == 202 and r.json()["scheduledAt"] == "2026-06-01T12:05:00.000Z"
+        await wait_slots(s, "ext", [at(5)])
+
+
+async def test_pause_of_an_unknown_schedule_is_404_and_a_long_reason_422(
+    sqlite_url: str,
+) -> None:
+    s = _scheduling(sqlite_url, ManualClock(at(0, 30)))
+    async with served(s) as client:
+        r = await client.post(f"{BASE}/nope/pause", headers=AUTH)
+        assert r.status_code == 404 and r.json()["code"] == "schedule_not_found"
+        r = await client.post(f"{BASE}/minutely/pause", headers=AUTH, json={"reason": "x" * 501})
+        assert r.status_code == 422
+        r = await client.post(f"{BASE}/minutely/resume", headers=AUTH)
+        assert r.status_code == 200 and r.json()["changed"] is False
+        assert r.json()["resumedAt"] is None
+
+
+# ------------------------------------------------------------------------- the store, x3
+
+
+async def test_store_pause_contract(database_url: str) -> None:
+    from fastapi_voltro_schedules.migrations import upgrade_to_head
+    from fastapi_voltro_schedules.store import create_store
+
+    await upgrade_to_head(database_url)
+    store = create_store(database_url)
+    try:
+        assert await store.pauses() == []
+        assert await store.resume("job", resumed_at=at(0), resumed_by="operator") is None
+        first = await store.pause("job", paused_at=at(1), paused_by="operator", reason="why")
+        assert first.active and first.paused_at == at(1) and first.reason == "why"
+        # idempotent: the first pause keeps its who/when/reason
+        second = await store.pause("job", paused_at=at(2), paused_by="operator", reason=None)
+        assert second == first
+        resumed = await store.resume("job", resumed_at=at(3), resumed_by="operator")
+        assert resumed is not None and not resumed.active and resumed.resumed_at == at(3)
+        # a second resume changes nothing
+        assert await store.resume("job", resumed_at=at(4), resumed_by="operator") == resumed
+        again = await store.pause("job", paused_at=at(5), paused_by="operator", reason="r2")
+        assert again.active and again.paused_at == at(5) and again.resumed_at is None
+        await store.pause("other", paused_at=at(6), paused_by="operator", reason=None)
+        assert [p.name for p in await store.pauses()] == ["job", "other"]
+    finally:
+        await store.dispose()
