@@ -20,6 +20,7 @@
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
+    ├── InvalidQueryError         an inspect query parameter is malformed (also a ValueError)
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
     ├── BackfillRefusedError      a range backfill was refused, nothing fired (count, reason)
     └── StoreUnavailableError     the database could not be reached (fail closed)
@@ -154,6 +155,10 @@ class SchedulePausedError(VoltroError):
         self.paused_at = paused_at
         self.paused_by = paused_by
         self.reason = reason
+
+
+class InvalidQueryError(VoltroError, ValueError):
+    """An inspect route's query parameter (``status``, ``cursor``) cannot be used."""
 
 
 class BackfillRequestError(VoltroError, ValueError):

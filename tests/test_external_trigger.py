@@ -485,3 +485,13 @@ def test_the_documented_cronjob_script_exits_with_the_runs_outcome(server: Serve
     refused = run_script(server, "hourly")
     assert refused.returncode == 1
     assert "off_cadence" in refused.stderr
+
+    # paused by an operator: the Job succeeds without a run to follow
+    inspect = f"{server.url}/_voltro/inspect/schedules/minutely"
+    assert httpx.post(f"{inspect}/pause", headers=INSPECT_AUTH).status_code == 200
+    try:
+        paused = run_script(server, "minutely")
+        assert paused.returncode == 0, (paused.stdout, paused.stderr)
+        assert "paused by an operator" in paused.stdout
+    finally:
+        assert httpx.post(f"{inspect}/resume", headers=INSPECT_AUTH).status_code == 200

@@ -5,14 +5,16 @@ The dashboard is a thin client over exactly these routes.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import AsyncIterator
-from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -28,7 +30,10 @@ from ..clock import iso_z
 from ..enums import RunStatus, TriggerMode
 from ..errors import (
     BackfillRefusedError,
+    InvalidQueryError,
     ScheduleNotFoundError,
+    SchedulePausedError,
+    SchedulerNotRunningError,
     StoreUnavailableError,
     VoltroError,
 )
@@ -126,12 +131,101 @@ class PauseAnswer(_Camel):
     resumed_at: str | None = Field(description="When it was resumed (resume only).")
 
 
-def _camel(data: dict[str, Any]) -> dict[str, Any]:
-    return {to_camel(k): v for k, v in data.items()}
+class ScheduleView(_Camel):
+    """One schedule as the listing shows it."""
+
+    name: str
+    cron: str
+    timezone: str
+    trigger: str = Field(description="self | external (the effective trigger)")
+    on_overlap: str
+    backfill: str
+    max_runtime_ms: int
+    description: str | None
+    next_firing: str | None = Field(
+        description="The next occurrence this replica's timer will fire (self) or the next "
+        "occurrence the platform should call (external); null while paused."
+    )
+    last_run: InspectRunView | None = Field(description="The newest clock-driven run.")
+    paused: bool
+    pause: PauseView | None = Field(description="Who paused it, when and why (null if not).")
 
 
-@router.get(INSPECT_PREFIX, summary="Schedules, effective coordination, next firing")
-async def list_schedules(request: Request) -> JSONResponse:
+class ScheduleList(_Camel):
+    """``GET /_voltro/inspect/schedules``."""
+
+    coordination: str = Field(description="The effective coordination, shown once.")
+    replica_id: str = Field(description="The replica that answered.")
+    now: str = Field(description="The answering replica's clock (for countdowns).")
+    schedules: list[ScheduleView]
+
+
+class RunPage(_Camel):
+    """``GET /_voltro/inspect/schedules/runs``: newest first."""
+
+    runs: list[InspectRunView]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
+class FireAnswer(_Camel):
+    """``POST /_voltro/inspect/schedules/{name}/fire``."""
+
+    status: Literal["accepted"]
+    run_id: str = Field(description="Poll the runs listing (or /_voltro/schedules/runs/{runId}).")
+    scheduled_at: str = Field(description="The instant of the click.")
+
+
+def encode_cursor(run: RunRecord) -> str:
+    """An opaque keyset cursor: the last row's ``(scheduled_at, id)``."""
+    raw = json.dumps([run.scheduled_at.isoformat(), run.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        instant = datetime.fromisoformat(at)
+        if instant.tzinfo is None or not isinstance(run_id, str):
+            raise ValueError
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidQueryError(
+            "cursor is not a cursor this API handed out — pass the nextCursor of the previous "
+            "page unchanged, or omit it for the newest page"
+        ) from None
+    return instant, run_id
+
+
+def parse_statuses(values: list[str] | None) -> list[RunStatus] | None:
+    """``status=queued&status=running`` or ``status=queued,running``."""
+    if not values:
+        return None
+    wanted: list[RunStatus] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                wanted.append(RunStatus(part))
+            except ValueError:
+                allowed = "|".join(s.value for s in RunStatus)
+                shown = part if len(part) <= 40 else part[:40] + "…"
+                raise InvalidQueryError(
+                    f"status={shown!r} is not a run status — use {allowed} (repeat the "
+                    "parameter or separate with commas)"
+                ) from None
+    return wanted or None
+
+
+@router.get(
+    INSPECT_PREFIX,
+    summary="Schedules, effective coordination, next firing, last run, pause",
+    response_model=ScheduleList,
+)
+async def list_schedules(request: Request) -> ScheduleList:
     scheduling = scheduling_of(request)
     engine = scheduling.engine
     store = scheduling.store
@@ -139,7 +233,7 @@ async def list_schedules(request: Request) -> JSONResponse:
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = scheduling.pauses
-    items = []
+    items: list[ScheduleView] = []
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
         next_firing = engine.next_firing(schedule.name) if engine is not None else None
@@ -149,73 +243,88 @@ async def list_schedules(request: Request) -> JSONResponse:
         pause = pauses.get(schedule.name) if pauses is not None else None
         if pause is not None and not pause.active:
             pause = None
-        if pause is not None and trigger is TriggerMode.SELF:
+        if pause is not None:
             next_firing = None  # nothing fires until resumed
         items.append(
-            _camel(
-                {
-                    "name": schedule.name,
-                    "cron": schedule.cron,
-                    "timezone": schedule.timezone,
-                    "trigger": trigger.value,
-                    "on_overlap": schedule.on_overlap.value,
-                    "backfill": schedule.backfill.value,
-                    "max_runtime_ms": schedule.max_runtime_ms,
-                    "description": schedule.description,
-                    "next_firing": None if next_firing is None else iso_z(next_firing),
-                    "last_run": None
-                    if previous is None
-                    else InspectRunView.of(previous).model_dump(by_alias=True),
-                    "paused": pause is not None,
-                    "pause": None
-                    if pause is None
-                    else PauseView.of(pause).model_dump(by_alias=True),
-                }
+            ScheduleView(
+                name=schedule.name,
+                cron=schedule.cron,
+                timezone=schedule.timezone,
+                trigger=trigger.value,
+                on_overlap=schedule.on_overlap.value,
+                backfill=schedule.backfill.value,
+                max_runtime_ms=schedule.max_runtime_ms,
+                description=schedule.description,
+                next_firing=None if next_firing is None else iso_z(next_firing),
+                last_run=None if previous is None else InspectRunView.of(previous),
+                paused=pause is not None,
+                pause=None if pause is None else PauseView.of(pause),
             )
         )
-    return JSONResponse(
-        {
-            "coordination": scheduling.effective_coordination.value,
-            "replicaId": scheduling.config.replica_id,
-            "now": iso_z(now),
-            "schedules": items,
-        }
+    return ScheduleList(
+        coordination=scheduling.effective_coordination.value,
+        replica_id=scheduling.config.replica_id,
+        now=iso_z(now),
+        schedules=items,
     )
 
 
-@router.get(f"{INSPECT_PREFIX}/runs", summary="Firing history")
+@router.get(
+    f"{INSPECT_PREFIX}/runs",
+    summary="Firing history, newest first, filtered by schedule and status, paged by cursor",
+    response_model=RunPage,
+    responses=error_responses(ScheduleNotFoundError, InvalidQueryError),
+)
 async def list_runs(
     request: Request,
     name: Annotated[str | None, Query(description="One schedule; all when omitted.")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[str | None, Query(description="Page: scheduledAt of the last row.")] = None,
     status: Annotated[
-        RunStatus | None, Query(description="Only runs in this status (e.g. queued).")
+        list[str] | None,
+        Query(description="queued|running|succeeded|failed|skipped|missed; repeat the "
+        "parameter or separate with commas."),
     ] = None,
-) -> JSONResponse:
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[
+        str | None, Query(description="The nextCursor of the previous page (opaque).")
+    ] = None,
+    before: Annotated[
+        str | None, Query(description="Older paging: only runs scheduled before this instant.")
+    ] = None,
+) -> RunPage:
     scheduling = scheduling_of(request)
     if name is not None and scheduling.get(name) is None:
         raise ScheduleNotFoundError(name)
-    cursor = None if before is None else parse_instant(before, "before")
-    assert scheduling.store is not None
-    statuses = None if status is None else [status]
-    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor, statuses=statuses)
-    return JSONResponse({"runs": [InspectRunView.of(r).model_dump(by_alias=True) for r in runs]})
+    statuses = parse_statuses(status)
+    before_at: datetime | None = None
+    before_id: str | None = None
+    if cursor is not None:
+        before_at, before_id = decode_cursor(cursor)
+    elif before is not None:
+        before_at = parse_instant(before, "before")
+    store = scheduling.store
+    if store is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    runs = await store.list_runs(
+        name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
+    )
+    page, more = runs[:limit], len(runs) > limit
+    return RunPage(
+        runs=[InspectRunView.of(r) for r in page],
+        next_cursor=encode_cursor(page[-1]) if more else None,
+    )
 
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/fire",
     status_code=202,
     summary="Run now (always runs, trigger=manual)",
-    responses=error_responses(ScheduleNotFoundError),
+    response_model=FireAnswer,
+    responses=error_responses(ScheduleNotFoundError, SchedulePausedError),
     dependencies=[OperatorAuth],
 )
-async def fire(name: str, request: Request) -> JSONResponse:
+async def fire(name: str, request: Request) -> FireAnswer:
     run = await scheduling_of(request).fire_now(name)
-    return JSONResponse(
-        {"status": "accepted", "runId": run.id, "scheduledAt": iso_z(run.scheduled_at)},
-        status_code=202,
-    )
+    return FireAnswer(status="accepted", run_id=run.id, scheduled_at=iso_z(run.scheduled_at))
 
 
 @router.post(
@@ -337,4 +446,14 @@ def _summary(summary: RangeSummary) -> dict[str, Any]:
     }
 
 
-__all__ = ["BackfillRequest", "InspectRunView", "PauseAnswer", "PauseRequest", "router"]
+__all__ = [
+    "BackfillRequest",
+    "FireAnswer",
+    "InspectRunView",
+    "PauseAnswer",
+    "PauseRequest",
+    "RunPage",
+    "ScheduleList",
+    "ScheduleView",
+    "router",
+]

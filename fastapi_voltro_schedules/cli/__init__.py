@@ -1,13 +1,13 @@
 """The ``voltro`` command line: one Typer app, one module per verb group.
 
-:mod:`.common` holds the apps and what every command shares; :mod:`.migrate`, :mod:`.serve`
-and :mod:`.backfill` register their commands on import. A new verb group is a new module here,
-imported below.
+:mod:`.common` holds the apps and what every command shares; :mod:`.migrate`, :mod:`.serve`,
+:mod:`.backfill` and :mod:`.operate` register their commands on import. A new verb group is a
+new module here, imported below.
 """
 
 from __future__ import annotations
 
-from . import backfill, manifest, migrate, serve
+from . import backfill, manifest, migrate, operate, serve
 from .backfill import schedule_backfill
 from .common import (
     CliError,
@@ -32,6 +32,7 @@ __all__ = [
     "manifest",
     "migrate",
     "migrate_command",
+    "operate",
     "resolve_database_url",
     "schedule_app",
     "schedule_backfill",

@@ -1,0 +1,414 @@
+"""The operator's verbs: ``voltro schedule list|runs|fire|next|pause|resume``.
+
+Each verb talks to the inspect API, either of a running app (``--url`` + ``--token``, default
+``$VOLTRO_INSPECT_TOKEN``) or of the app imported in this process (``--app module:app``): the
+CLI then boots the app's :class:`Scheduling` against its database *without arming any timer*
+and calls the same routes in memory, as the operator (a process that can read the app's
+database needs no bearer token). One code path, so both modes answer alike.
+
+Tables for people, ``--json`` for scripts (the API's own JSON). Exit status: 0 done (``fire``:
+the run succeeded), 1 the run failed or anything else went wrong (unreachable, 401/403/503,
+409 paused), 2 bad input or an unknown schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import devtokens
+from ..clock import iso_z
+from ..cron import CronSpec
+from ..errors import ScheduleNotFoundError, VoltroError
+from .common import CliError, find_scheduling, schedule_app
+
+if TYPE_CHECKING:
+    from ..scheduling import Scheduling
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+INSPECT = "/_voltro/inspect/schedules"
+FIRE_POLL_SECONDS = 0.2
+
+AppOpt = Annotated[
+    str | None,
+    typer.Option("--app", help="Your application (module:attribute), run in this process."),
+]
+UrlOpt = Annotated[
+    str | None, typer.Option("--url", help="Base URL of a running app, e.g. http://127.0.0.1:8000")
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=devtokens.INSPECT_TOKEN_ENV,
+        show_envvar=True,
+        help="Inspect token for --url (the operator's for fire/pause/resume).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
+
+
+class OperateError(CliError):
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Api:
+    """An inspect client over HTTP or in memory (``scheduling`` set in-process)."""
+
+    http: httpx.AsyncClient
+    scheduling: Scheduling | None = None
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            response = await self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise OperateError(f"cannot reach {self.http.base_url}: {exc}") from None
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                detail = body.get("detail", body) if isinstance(body, dict) else body
+            except ValueError:
+                detail = response.text[:300]
+            code = EXIT_BAD_INPUT if response.status_code in (404, 422) else EXIT_FAILED
+            raise OperateError(f"{response.status_code}: {detail}", code)
+        return response.json()
+
+
+@asynccontextmanager
+async def connect(app: str | None, url: str | None, token: str | None) -> AsyncIterator[Api]:
+    if (app is None) == (url is None):
+        raise OperateError("pass exactly one of --app module:app or --url URL", EXIT_BAD_INPUT)
+    if url is not None:
+        if not token:
+            raise OperateError(
+                f"--url needs the inspect token: --token or ${devtokens.INSPECT_TOKEN_ENV}"
+            )
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            yield Api(http)
+        return
+    assert app is not None
+    from fastapi import FastAPI
+
+    from .. import schedules_router
+    from ..api.auth import require_inspect_token, require_operator
+    from ..tokens import Role
+
+    scheduling, _target = find_scheduling(app)
+    local = FastAPI()
+    local.include_router(schedules_router)
+
+    async def as_operator() -> Role:
+        return Role.OPERATOR
+
+    local.dependency_overrides[require_inspect_token] = as_operator
+    local.dependency_overrides[require_operator] = as_operator
+    async with scheduling.run(local, arm=False):
+        transport = httpx.ASGITransport(app=local)
+        async with httpx.AsyncClient(transport=transport, base_url="http://in-process") as http:
+            yield Api(http, scheduling)
+
+
+def _run(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except OperateError as exc:
+        typer.echo(f"voltro schedule: {exc}", err=True)
+        raise typer.Exit(exc.code) from None
+    except CliError as exc:
+        typer.echo(f"voltro schedule: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except VoltroError as exc:  # in-process: the domain error itself (the route maps it)
+        typer.echo(f"voltro schedule: {exc}", err=True)
+        code = EXIT_BAD_INPUT if isinstance(exc, ScheduleNotFoundError) else EXIT_FAILED
+        raise typer.Exit(code) from None
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _ago(iso: str | None, now: datetime) -> str:
+    if iso is None:
+        return "—"
+    delta = (datetime.fromisoformat(iso) - now).total_seconds()
+    sign, seconds = ("in ", delta) if delta >= 0 else ("", -delta)
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    text = (
+        f"{days}d {hours}h" if days else f"{hours}h {minutes}m" if hours else f"{minutes}m {secs}s"
+    )
+    return f"{sign}{text}" + ("" if delta >= 0 else " ago")
+
+
+# ----------------------------------------------------------------------------------- list
+
+
+@schedule_app.command("list")
+def list_command(app: AppOpt = None, url: UrlOpt = None, token: TokenOpt = None,
+                 as_json: JsonOpt = False) -> None:  # fmt: skip
+    """Every schedule: cron, zone, trigger, next firing, last outcome, paused."""
+
+    async def go() -> Any:
+        async with connect(app, url, token) as api:
+            return await api.call("GET", INSPECT)
+
+    body = _run(go())
+    if as_json:
+        _print_json(body)
+        return
+    now = datetime.fromisoformat(body["now"])
+    table = Table(title=f"schedules — coordination {body['coordination']}")
+    for column in ("name", "cron", "zone", "trigger", "next", "last", "paused"):
+        table.add_column(column)
+    for s in body["schedules"]:
+        last = s["lastRun"]
+        pause = s["pause"]
+        table.add_row(
+            s["name"],
+            s["cron"],
+            s["timezone"],
+            s["trigger"],
+            "—" if s["nextFiring"] is None else f"{s['nextFiring']} ({_ago(s['nextFiring'], now)})",
+            "—" if last is None else f"{last['status']} {_ago(last['scheduledAt'], now)}",
+            "no"
+            if pause is None
+            else f"since {pause['pausedAt']} by {pause['pausedBy']}"
+            + (f": {pause['reason']}" if pause["reason"] else ""),
+        )
+    _console().print(table)
+
+
+# ----------------------------------------------------------------------------------- runs
+
+
+@schedule_app.command("runs")
+def runs_command(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    status: Annotated[
+        list[str] | None,
+        typer.Option("--status", help="queued|running|succeeded|failed|skipped|missed (repeat)"),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """NAME's firing history, newest first."""
+
+    async def go() -> Any:
+        params: list[tuple[str, str | int]] = [("name", name), ("limit", limit)]
+        params += [("status", s) for s in status or []]
+        async with connect(app, url, token) as api:
+            return await api.call("GET", f"{INSPECT}/runs", params=params)
+
+    body = _run(go())
+    if as_json:
+        _print_json(body)
+        return
+    table = Table(title=f"runs of {name}")
+    for column in ("scheduled", "status", "trigger", "fired", "ms", "replica", "error"):
+        table.add_column(column)
+    for run in body["runs"]:
+        error = " ".join(x for x in (run["errorTag"], run["error"]) if x)
+        table.add_row(
+            run["scheduledAt"],
+            run["status"],
+            run["trigger"],
+            run["firedAt"] or "—",
+            "—" if run["durationMs"] is None else str(run["durationMs"]),
+            run["replicaId"],
+            error[:80],
+        )
+    _console().print(table)
+    if not body["runs"]:
+        typer.echo(f"no runs of {name} yet")
+
+
+# ----------------------------------------------------------------------------------- fire
+
+
+async def _wait_for(api: Api, name: str, run_id: str, wait_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        page = await api.call("GET", f"{INSPECT}/runs", params={"name": name, "limit": 50})
+        for run in page["runs"]:
+            if run["runId"] == run_id and run["terminal"]:
+                return dict(run)
+        if time.monotonic() > deadline:
+            raise OperateError(f"run {run_id} of {name} not finished after {wait_s:g} s")
+        await asyncio.sleep(FIRE_POLL_SECONDS)
+
+
+@schedule_app.command("fire")
+def fire_command(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3600.0,
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run NAME now (trigger=manual), wait, and exit with its outcome: 0 succeeded."""
+
+    async def go() -> dict[str, Any]:
+        async with connect(app, url, token) as api:
+            if api.scheduling is not None:
+                # In-process nothing is armed, so run it here and wait (the Run now rules:
+                # manual, no coordination, refused while paused).
+                scheduling = api.scheduling
+                scheduling.schedule(name)
+                scheduling._refuse_if_paused(name)
+                engine = scheduling.running_engine()
+                started = scheduling.clock.now()
+                await engine.run_manual(scheduling.schedule(name), started)
+                page = await api.call("GET", f"{INSPECT}/runs", params={"name": name, "limit": 10})
+                mine = [r for r in page["runs"] if r["scheduledAt"] == iso_z(started)]
+                return dict(mine[0])
+            accepted = await api.call("POST", f"{INSPECT}/{quote(name, safe='')}/fire")
+            return await _wait_for(api, name, accepted["runId"], timeout)
+
+    try:
+        run = _run(go())
+    except typer.Exit:
+        raise
+    if as_json:
+        _print_json(run)
+    else:
+        tail = f" — {run['errorTag'] or ''} {run['error'] or ''}".rstrip(" —")
+        typer.echo(f"{name}: {run['status']} ({run['runId']}, {run['durationMs']} ms){tail}")
+    if run["status"] != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+
+
+# ----------------------------------------------------------------------------------- next
+
+
+def dst_note(spec: CronSpec, occurrence: datetime) -> str | None:
+    """Why an occurrence is not at the cron's plain wall time, if it is not: moved out of a
+    skipped (spring-forward) hour, or inside a repeated (fall-back) hour."""
+    local = occurrence.astimezone(spec.zone)
+    if local.hour not in spec._hours or local.minute not in spec._minutes:
+        return "DST: the wall time does not exist that day — fires at the first instant after"
+    other = local.replace(fold=1 - local.fold)
+    if other.utcoffset() != local.utcoffset():
+        if spec.is_wildcard:
+            return f"DST: repeated hour, pass {local.fold + 1} of 2"
+        return "DST: repeated hour — fires once, on the first pass"
+    return None
+
+
+@schedule_app.command("next")
+def next_command(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    count: Annotated[int, typer.Option("--count", min=1, max=1000)] = 5,
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """NAME's next occurrences, in its zone and in UTC (DST-shifted ones marked)."""
+
+    async def go() -> tuple[str, str, datetime]:
+        async with connect(app, url, token) as api:
+            body = await api.call("GET", INSPECT)
+        for s in body["schedules"]:
+            if s["name"] == name:
+                return s["cron"], s["timezone"], datetime.fromisoformat(body["now"])
+        raise OperateError(f'no schedule named "{name}"', EXIT_BAD_INPUT)
+
+    cron, zone, now = _run(go())
+    spec = CronSpec.parse(cron, zone)
+    rows = []
+    at = now.astimezone(UTC)
+    for _ in range(count):
+        at = spec.next_occurrence(at)
+        local = at.astimezone(spec.zone)
+        rows.append(
+            {
+                "utc": iso_z(at),
+                "local": local.isoformat(),
+                "dst": dst_note(spec, at),
+            }
+        )
+    if as_json:
+        _print_json({"name": name, "cron": cron, "timezone": zone, "occurrences": rows})
+        return
+    table = Table(title=f"{name}: {cron} ({zone})")
+    for column in (zone, "UTC", "note"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["local"], row["utc"], row["dst"] or "")
+    _console().print(table)
+
+
+# ------------------------------------------------------------------------- pause / resume
+
+
+@schedule_app.command("pause")
+def pause_command(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (shown in listings).")] = None,
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pause NAME on every replica: nothing fires or is recorded until resumed."""
+
+    async def go() -> Any:
+        async with connect(app, url, token) as api:
+            return await api.call(
+                "POST", f"{INSPECT}/{quote(name, safe='')}/pause", json={"reason": reason}
+            )
+
+    body = _run(go())
+    if as_json:
+        _print_json(body)
+        return
+    pause = body["pause"]
+    state = "paused" if body["changed"] else "already paused"
+    typer.echo(f"{name}: {state} since {pause['pausedAt']} by {pause['pausedBy']}")
+
+
+@schedule_app.command("resume")
+def resume_command(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Resume NAME from its next occurrence (the paused span is not caught up)."""
+
+    async def go() -> Any:
+        async with connect(app, url, token) as api:
+            return await api.call("POST", f"{INSPECT}/{quote(name, safe='')}/resume")
+
+    body = _run(go())
+    if as_json:
+        _print_json(body)
+        return
+    typer.echo(f"{name}: resumed" if body["changed"] else f"{name}: was not paused")
