@@ -32,7 +32,7 @@ from ..errors import (
     VoltroError,
 )
 from ..store import RunRecord
-from .auth import InspectAuth, scheduling_of
+from .auth import InspectAuth, engine_of, scheduling_of, store_of
 from .errors import VoltroRoute, error_responses
 from .trigger import RunView
 
@@ -142,8 +142,7 @@ async def list_runs(
     if name is not None and scheduling.get(name) is None:
         raise ScheduleNotFoundError(name)
     cursor = None if before is None else parse_instant(before, "before")
-    assert scheduling.store is not None
-    runs = await scheduling.store.list_runs(name, limit=limit, before=cursor)
+    runs = await store_of(scheduling).list_runs(name, limit=limit, before=cursor)
     return JSONResponse({"runs": [InspectRunView.of(r).model_dump(by_alias=True) for r in runs]})
 
 
@@ -154,7 +153,9 @@ async def list_runs(
     responses=error_responses(ScheduleNotFoundError),
 )
 async def fire(name: str, request: Request) -> JSONResponse:
-    run = await scheduling_of(request).fire_now(name)
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped, before the name is looked up
+    run = await scheduling.fire_now(name)
     return JSONResponse(
         {"status": "accepted", "runId": run.id, "scheduledAt": iso_z(run.scheduled_at)},
         status_code=202,
@@ -169,6 +170,7 @@ async def fire(name: str, request: Request) -> JSONResponse:
 )
 async def backfill(name: str, body: BackfillRequest, request: Request) -> StreamingResponse:
     scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
     plan = await scheduling.plan_backfill(
         name, body.start, body.end, confirm=body.confirm, limit=body.limit
     )
@@ -212,8 +214,7 @@ async def backfill(name: str, body: BackfillRequest, request: Request) -> Stream
 async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
     """Answer 409 ``in-progress`` up front when a live range of this schedule holds the lock
     (a range that starts between this check and ours still ends as an ``error`` line)."""
-    assert scheduling.store is not None
-    holder = await scheduling.store.claim_holder(plan.schedule + LOCK_SUFFIX)
+    holder = await store_of(scheduling).claim_holder(plan.schedule + LOCK_SUFFIX)
     if holder is None:
         return
     held_by, claimed_at = holder

@@ -1,0 +1,97 @@
+"""Hostile and unlucky input to the package's routes, in-process: every refusal is a clear 4xx
+(or a 503 that says why), never a 500, and no error body echoes unbounded input."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from fastapi_voltro_schedules import (
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+    schedules_router,
+)
+from fastapi_voltro_schedules.testing import ManualClock
+
+NOW = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+TRIGGER_TOKEN = "trigger-secret-for-bad-input-tests"
+INSPECT_TOKEN = "inspect-secret-for-bad-input-tests"
+TRIGGER = {"Authorization": f"Bearer {TRIGGER_TOKEN}"}
+INSPECT = {"Authorization": f"Bearer {INSPECT_TOKEN}"}
+INSPECT_PREFIX = "/_voltro/inspect/schedules"
+
+
+async def noop(ctx: ScheduleContext) -> None:
+    return None
+
+
+@dataclass
+class Served:
+    client: httpx.AsyncClient
+    scheduling: Scheduling
+    clock: ManualClock
+
+
+def _scheduling(database_url: str, clock: ManualClock) -> Scheduling:
+    schedules = [
+        define_schedule(
+            name="hourly", cron="0 * * * *", timezone="UTC", trigger="external", handler=noop
+        ),
+        define_schedule(name="digest", cron="0 9 * * *", timezone="UTC", handler=noop),
+    ]
+    config = SchedulingConfig(
+        database_url=database_url,
+        replica_id="pod-1",
+        inspect_token=INSPECT_TOKEN,
+        schedule_trigger_token=TRIGGER_TOKEN,
+    )
+    return Scheduling(schedules, config=config, clock=clock)
+
+
+@asynccontextmanager
+async def served(database_url: str) -> AsyncIterator[Served]:
+    clock = ManualClock(NOW)
+    scheduling = _scheduling(database_url, clock)
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with scheduling.run(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield Served(client, scheduling, clock)
+
+
+# --------------------------------------------------------------------------- stopped scheduler
+
+
+async def test_routes_answer_503_after_the_scheduler_stops(sqlite_url: str) -> None:
+    app = FastAPI()
+    app.include_router(schedules_router)
+    scheduling = _scheduling(sqlite_url, ManualClock(NOW))
+    async with scheduling.run(app):
+        pass
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        answers = [
+            await client.get(f"{INSPECT_PREFIX}/runs", headers=INSPECT),
+            await client.get(f"{INSPECT_PREFIX}/runs?name=digest", headers=INSPECT),
+            await client.post(
+                f"{INSPECT_PREFIX}/digest/backfill",
+                json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z"},
+                headers=INSPECT,
+            ),
+            await client.post(f"{INSPECT_PREFIX}/digest/fire", headers=INSPECT),
+            await client.post("/_voltro/schedules/hourly/trigger", headers=TRIGGER),
+            await client.get(f"/_voltro/schedules/runs/sr_{'0' * 32}", headers=TRIGGER),
+        ]
+    for r in answers:
+        assert r.status_code == 503, (r.request.url, r.text)
+        assert r.json()["code"] == "scheduler_not_running", r.text
+        assert r.headers["Retry-After"] == "5"
