@@ -28,6 +28,19 @@ read by someone who did not write the code.
 
 from __future__ import annotations
 
+ECHO_LIMIT = 120
+"""At most this many characters of a caller's value are repeated in an error message (and so
+in a response body or a log line): a 10 kB name or a 50 MB field is cut, not echoed."""
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as text fit to echo: itself when short, else its first ``limit`` characters,
+    an ellipsis and how long it was (``"xxxx…" (10,000 characters)``)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
 
 class VoltroError(Exception):
     """Base class of every error raised by fastapi-voltro-schedules."""
@@ -61,15 +74,22 @@ class ScheduleNotFoundError(VoltroError, LookupError):
     """No schedule with this name is defined in the app."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f'no schedule named "{name}" — check the name (it is case-sensitive)')
+        super().__init__(
+            f'no schedule named "{shown(name)}" — check the name (it is case-sensitive)'
+        )
         self.name = name
 
 
 class RunNotFoundError(VoltroError, LookupError):
     """No run with this id is in the ledger (or it was swept by retention)."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f'no run with id "{run_id}" — it never existed or retention swept it')
+    def __init__(self, run_id: str, *, malformed: bool = False) -> None:
+        why = (
+            "a run id is sr_ followed by 32 hex digits, as the trigger route answered it"
+            if malformed
+            else "it never existed or retention swept it"
+        )
+        super().__init__(f'no run with id "{shown(run_id)}" — {why}')
         self.run_id = run_id
 
 
@@ -107,9 +127,8 @@ class InvalidArrivalTimeError(VoltroError, ValueError):
     not an ISO-8601 instant with a UTC offset."""
 
     def __init__(self, header: str, value: str) -> None:
-        shown = value if len(value) <= 64 else value[:64] + "…"
         super().__init__(
-            f"{header}: {shown!r} is not an ISO-8601 instant with an offset — send e.g. "
+            f"{header}: {shown(value)!r} is not an ISO-8601 instant with an offset — send e.g. "
             "2026-03-04T09:00:00Z"
         )
         self.header = header

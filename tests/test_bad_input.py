@@ -19,6 +19,7 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
+from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.testing import ManualClock
 
 NOW = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
@@ -58,6 +59,8 @@ def _scheduling(database_url: str, clock: ManualClock) -> Scheduling:
 
 @asynccontextmanager
 async def served(database_url: str) -> AsyncIterator[Served]:
+    if not database_url.startswith("sqlite"):
+        await upgrade_to_head(database_url)  # a server database starts empty in the tests
     clock = ManualClock(NOW)
     scheduling = _scheduling(database_url, clock)
     app = FastAPI()
@@ -95,3 +98,43 @@ async def test_routes_answer_503_after_the_scheduler_stops(sqlite_url: str) -> N
         assert r.status_code == 503, (r.request.url, r.text)
         assert r.json()["code"] == "scheduler_not_running", r.text
         assert r.headers["Retry-After"] == "5"
+
+
+# --------------------------------------------------------------------------- run ids
+
+
+MALFORMED_RUN_IDS = [
+    "sr_%00abc",  # a NUL byte: Postgres' driver refused it with a 503 and its own text
+    f"sr_{'0' * 31}%00",
+    f"sr_{'A' * 32}",  # minted ids are lower-case hex
+    f"sr_{'0' * 33}",
+    "x" * 10_000,
+    "%E2%9C%93",
+]
+
+
+@pytest.mark.postgres
+async def test_a_malformed_run_id_is_404_without_asking_the_database(postgres_url: str) -> None:
+    async with served(postgres_url) as s:
+        store = s.scheduling.store
+        assert store is not None
+        asked: list[str] = []
+        real_get_run = store.get_run
+
+        async def counting_get_run(run_id: str):  # type: ignore[no-untyped-def]
+            asked.append(run_id)
+            return await real_get_run(run_id)
+
+        store.get_run = counting_get_run  # type: ignore[method-assign]
+        for run_id in MALFORMED_RUN_IDS:
+            r = await s.client.get(f"/_voltro/schedules/runs/{run_id}", headers=TRIGGER)
+            assert r.status_code == 404, (run_id, r.text)
+            body = r.json()
+            assert body["code"] == "run_not_found"
+            assert "sr_ followed by 32 hex digits" in body["detail"]
+            assert len(r.content) < 1_000
+        assert asked == []
+        # A well-formed id that does not exist still goes to the database, and is a 404 too.
+        r = await s.client.get(f"/_voltro/schedules/runs/sr_{'0' * 32}", headers=TRIGGER)
+        assert r.status_code == 404 and r.json()["code"] == "run_not_found"
+        assert asked == [f"sr_{'0' * 32}"]

@@ -16,6 +16,7 @@ retry, redelivery or twin CronJob of one firing, on any replica, resolves to one
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -52,6 +53,10 @@ router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
 
 VOLTRO_SCHEDULED_AT = "X-Voltro-Scheduled-At"
 CLOUD_SCHEDULER_SCHEDULE_TIME = "X-CloudScheduler-ScheduleTime"
+
+RUN_ID_RE = re.compile(r"sr_[0-9a-f]{32}")
+"""The shape of every run id the package mints (``store.base.new_run_id``). Anything else
+cannot be a run, and is answered 404 without a query (a NUL byte made Postgres' driver fail)."""
 
 DUPLICATE_WAIT_SECONDS = 5.0
 """How long a duplicate waits for the first arrival's run row. The winner inserts its row
@@ -285,6 +290,8 @@ async def get_run(run_id: str, request: Request) -> JSONResponse:
     store = scheduling_of(request).store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    if RUN_ID_RE.fullmatch(run_id) is None:
+        raise RunNotFoundError(run_id, malformed=True)
     run = await store.get_run(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
