@@ -19,7 +19,7 @@ from .clock import iso_z
 from .definition import Schedule
 from .engine import Engine
 from .enums import RunStatus
-from .errors import BackfillRefusedError, BackfillRequestError
+from .errors import BackfillRefusedError, BackfillRequestError, shown
 from .logs import logger
 from .store import Store
 
@@ -38,12 +38,12 @@ def parse_instant(value: str | datetime, field_name: str) -> datetime:
             parsed = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BackfillRequestError(
-                f"{field_name}={value!r} is not an ISO-8601 instant — write e.g. "
+                f"{field_name}={shown(value)!r} is not an ISO-8601 instant — write e.g. "
                 "2026-08-10T00:00:00Z"
             ) from None
     if parsed.tzinfo is None:
         raise BackfillRequestError(
-            f"{field_name}={value!s} has no zone — add one (2026-08-10T00:00:00Z or "
+            f"{field_name}={shown(value)} has no zone — add one (2026-08-10T00:00:00Z or "
             "2026-08-10T02:00:00+02:00); a range is an absolute instant, never server-local"
         )
     return parsed
@@ -82,7 +82,7 @@ def check_limit(limit: int | None) -> int:
     if limit is None:
         return DEFAULT_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise BackfillRequestError(f"limit={limit!r} must be a positive integer")
+        raise BackfillRequestError(f"limit={shown(limit)} must be a positive integer")
     if limit > HARD_CEILING:
         raise BackfillRequestError(
             f"limit={limit} is above the hard ceiling of {HARD_CEILING:,} — run bigger "

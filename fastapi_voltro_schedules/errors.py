@@ -36,7 +36,10 @@ in a response body or a log line): a 10 kB name or a 50 MB field is cut, not ech
 def shown(value: object, limit: int = ECHO_LIMIT) -> str:
     """``value`` as text fit to echo: itself when short, else its first ``limit`` characters,
     an ellipsis and how long it was (``"xxxx…" (10,000 characters)``)."""
-    text = value if isinstance(value, str) else repr(value)
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str() limit
+        return f"<{type(value).__name__} too large to show>"
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text):,} characters)"

@@ -138,3 +138,51 @@ async def test_a_malformed_run_id_is_404_without_asking_the_database(postgres_ur
         r = await s.client.get(f"/_voltro/schedules/runs/sr_{'0' * 32}", headers=TRIGGER)
         assert r.status_code == 404 and r.json()["code"] == "run_not_found"
         assert asked == [f"sr_{'0' * 32}"]
+
+
+# --------------------------------------------------------------------------- bounded echo
+
+
+async def test_error_bodies_never_echo_unbounded_input(sqlite_url: str) -> None:
+    long = "x" * 10_000
+    async with served(sqlite_url) as s:
+        c = s.client
+        answers = {
+            "trigger name": await c.post(f"/_voltro/schedules/{long}/trigger", headers=TRIGGER),
+            "fire name": await c.post(f"{INSPECT_PREFIX}/{long}/fire", headers=INSPECT),
+            "backfill name": await c.post(
+                f"{INSPECT_PREFIX}/{long}/backfill",
+                json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z"},
+                headers=INSPECT,
+            ),
+            "runs name": await c.get(f"{INSPECT_PREFIX}/runs", params={"name": long},
+                                     headers=INSPECT),  # fmt: skip
+            "runs before": await c.get(f"{INSPECT_PREFIX}/runs", params={"before": long},
+                                       headers=INSPECT),  # fmt: skip
+            "runs limit": await c.get(f"{INSPECT_PREFIX}/runs", params={"limit": "9" * 10_000},
+                                      headers=INSPECT),  # fmt: skip
+            "stated time": await c.post(
+                "/_voltro/schedules/hourly/trigger",
+                headers={**TRIGGER, "X-Voltro-Scheduled-At": long},
+            ),
+            "backfill from": await c.post(
+                f"{INSPECT_PREFIX}/digest/backfill",
+                json={"from": long, "to": "2026-05-02T00:00:00Z"},
+                headers=INSPECT,
+            ),
+            "backfill to type": await c.post(
+                f"{INSPECT_PREFIX}/digest/backfill",
+                json={"from": "2026-05-01T00:00:00Z", "to": [long]},
+                headers=INSPECT,
+            ),
+            "backfill extra key": await c.post(
+                f"{INSPECT_PREFIX}/digest/backfill",
+                json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z", long: 1},
+                headers=INSPECT,
+            ),
+        }
+    for what, r in answers.items():
+        assert 400 <= r.status_code < 500, (what, r.status_code, r.text[:300])
+        assert len(r.content) < 2_000, (what, len(r.content), r.text[:300])
+        assert "characters)" in r.text, (what, r.text)  # it says how long the value was
+        assert isinstance(r.json()["detail"], str) and r.json()["code"], (what, r.text)
