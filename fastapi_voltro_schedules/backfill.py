@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import anyio
 
@@ -29,8 +29,24 @@ HARD_CEILING = 10_000
 LOCK_SUFFIX = "@range-backfill"
 
 
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+"""Instants a caller may name (range bounds, the runs cursor, a stated arrival time) lie in
+``[EARLIEST_INSTANT, LATEST_INSTANT]``: far around any instant a schedule fires at, and far
+inside what the cron math (which looks 100 years ahead and 5 back) and the ledger columns
+(MariaDB ``DATETIME``: years 1000–9999) can hold. Year 1 or 9999 overflowed them (a 500)."""
+
+INSTANT_RANGE = f"between {iso_z(EARLIEST_INSTANT)[:19]}Z and {iso_z(LATEST_INSTANT)[:19]}Z"
+
+
+def out_of_range(instant: datetime) -> bool:
+    """Whether an aware ``instant`` lies outside the instants a caller may name."""
+    return not EARLIEST_INSTANT <= instant <= LATEST_INSTANT
+
+
 def parse_instant(value: str | datetime, field_name: str) -> datetime:
-    """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``)."""
+    """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``), between
+    :data:`EARLIEST_INSTANT` and :data:`LATEST_INSTANT`."""
     if isinstance(value, datetime):
         parsed = value
     else:
@@ -41,10 +57,16 @@ def parse_instant(value: str | datetime, field_name: str) -> datetime:
                 f"{field_name}={shown(value)!r} is not an ISO-8601 instant — write e.g. "
                 "2026-08-10T00:00:00Z"
             ) from None
-    if parsed.tzinfo is None:
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise BackfillRequestError(
             f"{field_name}={shown(value)} has no zone — add one (2026-08-10T00:00:00Z or "
             "2026-08-10T02:00:00+02:00); a range is an absolute instant, never server-local"
+        )
+    if out_of_range(parsed):
+        raise BackfillRequestError(
+            f"{field_name}={shown(value if isinstance(value, str) else value.isoformat())} is "
+            f"outside the instants this API takes ({INSTANT_RANGE}) — name an instant in "
+            "that range"
         )
     return parsed
 

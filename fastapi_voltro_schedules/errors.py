@@ -127,12 +127,13 @@ class FutureArrivalError(TriggerRefusedError):
 
 class InvalidArrivalTimeError(VoltroError, ValueError):
     """A stated-time header (``X-Voltro-Scheduled-At``, ``X-CloudScheduler-ScheduleTime``) is
-    not an ISO-8601 instant with a UTC offset."""
+    not an ISO-8601 instant with a UTC offset, or lies outside the instants the API takes."""
 
-    def __init__(self, header: str, value: str) -> None:
+    def __init__(self, header: str, value: str, why: str | None = None) -> None:
         super().__init__(
-            f"{header}: {shown(value)!r} is not an ISO-8601 instant with an offset — send e.g. "
-            "2026-03-04T09:00:00Z"
+            f"{header}: {shown(value)!r} "
+            + (why or "is not an ISO-8601 instant with an offset")
+            + " — send e.g. 2026-03-04T09:00:00Z"
         )
         self.header = header
 

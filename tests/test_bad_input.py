@@ -186,3 +186,50 @@ async def test_error_bodies_never_echo_unbounded_input(sqlite_url: str) -> None:
         assert len(r.content) < 2_000, (what, len(r.content), r.text[:300])
         assert "characters)" in r.text, (what, r.text)  # it says how long the value was
         assert isinstance(r.json()["detail"], str) and r.json()["code"], (what, r.text)
+
+
+# --------------------------------------------------------------------------- instants at the edges
+
+EDGE_INSTANTS = [
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+01:00",  # year 0 in UTC: datetime overflowed
+    "9999-12-31T23:59:59Z",
+    "9999-12-31T23:59:59-01:00",  # year 10000 in UTC
+    "1969-12-31T23:59:59Z",
+    "9000-01-01T00:00:01Z",
+]
+
+
+async def test_instants_near_year_1_or_9999_are_a_4xx_naming_the_field(sqlite_url: str) -> None:
+    async with served(sqlite_url) as s:
+        c = s.client
+        for instant in EDGE_INSTANTS:
+            for header in ("X-Voltro-Scheduled-At", "X-CloudScheduler-ScheduleTime"):
+                r = await c.post(
+                    "/_voltro/schedules/hourly/trigger", headers={**TRIGGER, header: instant}
+                )
+                assert r.status_code == 400, (header, instant, r.text)
+                assert r.json()["code"] == "invalid_scheduled_at"
+                assert r.json()["header"] == header and header in r.json()["detail"]
+                assert "between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z" in r.text
+            r = await c.get(f"{INSPECT_PREFIX}/runs", params={"before": instant}, headers=INSPECT)
+            assert r.status_code == 422, (instant, r.text)
+            assert r.json()["detail"].startswith("before=")
+            for field, body in (
+                ("from", {"from": instant, "to": "2026-05-02T00:00:00Z"}),
+                ("to", {"from": "2026-05-01T00:00:00Z", "to": instant}),
+            ):
+                r = await c.post(f"{INSPECT_PREFIX}/digest/backfill", json=body, headers=INSPECT)
+                assert r.status_code == 422, (field, instant, r.text)
+                assert r.json()["code"] == "invalid_backfill"
+                assert r.json()["detail"].startswith(f"{field}="), r.text
+                assert "between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z" in r.text
+        # The edges themselves are inside the range.
+        r = await c.get(
+            f"{INSPECT_PREFIX}/runs", params={"before": "1970-01-01T00:00:00Z"}, headers=INSPECT
+        )
+        assert r.status_code == 200, r.text
+        r = await c.get(
+            f"{INSPECT_PREFIX}/runs", params={"before": "8999-12-31T23:59:59Z"}, headers=INSPECT
+        )
+        assert r.status_code == 200, r.text

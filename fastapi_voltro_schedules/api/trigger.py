@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from ..backfill import INSTANT_RANGE, out_of_range
 from ..clock import iso_z
 from ..engine import Verdict
 from ..enums import Trigger, TriggerMode
@@ -128,6 +129,10 @@ def parse_stated(header: str, value: str) -> datetime:
         raise InvalidArrivalTimeError(header, value) from None
     if stated.tzinfo is None or stated.utcoffset() is None:
         raise InvalidArrivalTimeError(header, value)
+    if out_of_range(stated):
+        raise InvalidArrivalTimeError(
+            header, value, f"is outside the instants this API takes ({INSTANT_RANGE})"
+        )
     return stated
 
 
