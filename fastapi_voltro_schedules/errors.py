@@ -11,7 +11,8 @@
     ├── TriggerRefusedError       an external arrival was refused; nothing was claimed
     │   ├── NotExternallyTriggeredError   the schedule keeps its own time (trigger="self")
     │   ├── OffCadenceError       no occurrence within the skew budget before the arrival
-    │   └── FutureArrivalError    the arrival states a time that has not come yet
+    │   ├── FutureArrivalError    the arrival states a time that has not come yet
+    │   └── TooLateArrivalError   the arrival states a time older than the skew budget
     ├── InvalidArrivalTimeError   a stated-time header is not an ISO-8601 instant (ValueError)
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
@@ -123,6 +124,11 @@ class OffCadenceError(TriggerRefusedError):
 class FutureArrivalError(TriggerRefusedError):
     """The arrival states a time that has not come yet; claiming it would swallow the real
     firing as a duplicate."""
+
+
+class TooLateArrivalError(TriggerRefusedError):
+    """The arrival states a time more than the skew budget before the app's clock: a replay of
+    an old firing must not run its slot (again)."""
 
 
 class InvalidArrivalTimeError(VoltroError, ValueError):

@@ -233,3 +233,33 @@ async def test_instants_near_year_1_or_9999_are_a_4xx_naming_the_field(sqlite_ur
             f"{INSPECT_PREFIX}/runs", params={"before": "8999-12-31T23:59:59Z"}, headers=INSPECT
         )
         assert r.status_code == 200, r.text
+
+
+# --------------------------------------------------------------------------- too late
+
+
+async def test_a_stated_time_older_than_the_skew_budget_is_409_too_late(sqlite_url: str) -> None:
+    async with served(sqlite_url) as s:
+        c = s.client
+        # 23 minutes before the app's clock, and exactly on an occurrence: it used to be fired.
+        for stated in ("2026-06-01T11:37:00Z", "2026-06-01T11:00:00Z", "1999-01-01T00:00:00Z"):
+            r = await c.post(
+                "/_voltro/schedules/hourly/trigger",
+                headers={**TRIGGER, "X-Voltro-Scheduled-At": stated},
+            )
+            assert r.status_code == 409, (stated, r.text)
+            body = r.json()
+            assert body["code"] == "too_late"
+            assert body["skewBudgetMs"] == 300_000
+            assert body["now"] == "2026-06-01T12:00:30.000Z"
+            assert "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS" in body["detail"]  # the remedy
+        assert s.scheduling.store is not None
+        assert await s.scheduling.store.list_runs("hourly", limit=10) == []
+        # Within the budget of the app's clock, inclusive: fired.
+        s.clock.set(datetime(2026, 6, 1, 12, 5, 0, tzinfo=UTC))
+        r = await c.post(
+            "/_voltro/schedules/hourly/trigger",
+            headers={**TRIGGER, "X-CloudScheduler-ScheduleTime": "2026-06-01T12:00:00Z"},
+        )
+        assert r.status_code == 202, r.text
+        assert r.json()["scheduledAt"] == "2026-06-01T12:00:00.000Z"

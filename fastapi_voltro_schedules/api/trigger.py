@@ -40,6 +40,7 @@ from ..errors import (
     ScheduleNotFoundError,
     SchedulerNotRunningError,
     StoreUnavailableError,
+    TooLateArrivalError,
 )
 from ..external import FUTURE_TOLERANCE, SnapVerdict, snap
 from ..logs import logger
@@ -175,6 +176,19 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             now=iso_z(now),
             **facts,
         )
+    if plan.verdict is SnapVerdict.TOO_LATE:
+        late_ms = int((now - plan.reference).total_seconds() * 1000)
+        raise TooLateArrivalError(
+            f'schedule "{name}": the arrival states {iso_z(plan.reference)}, {late_ms} ms '
+            f"before the app's clock ({iso_z(now)}) — more than the skew budget of "
+            f"{config.external_trigger_skew_ms} ms (VOLTRO_EXTERNAL_TRIGGER_SKEW_MS), so "
+            "nothing was fired: a replay of an old firing never runs its slot (again). If "
+            "deliveries really arrive this late, raise VOLTRO_EXTERNAL_TRIGGER_SKEW_MS; if "
+            "the caller's clock is behind, fix its time sync",
+            now=iso_z(now),
+            lateByMs=late_ms,
+            **{**facts, "skewBudgetMs": config.external_trigger_skew_ms},
+        )
     if plan.verdict is SnapVerdict.OFF_CADENCE or plan.scheduled_at is None:
         newest = "none in the last 5 years" if plan.previous is None else iso_z(plan.previous)
         raise OffCadenceError(
@@ -238,6 +252,7 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
             ScheduleNotFoundError,
             OffCadenceError,
             FutureArrivalError,
+            TooLateArrivalError,
             NotExternallyTriggeredError,
             StoreUnavailableError,
         ),
