@@ -145,6 +145,7 @@ async def test_a_malformed_run_id_is_404_without_asking_the_database(postgres_ur
 
 async def test_error_bodies_never_echo_unbounded_input(sqlite_url: str) -> None:
     long = "x" * 10_000
+    runs = f"{INSPECT_PREFIX}/runs"
     async with served(sqlite_url) as s:
         c = s.client
         answers = {
@@ -155,12 +156,9 @@ async def test_error_bodies_never_echo_unbounded_input(sqlite_url: str) -> None:
                 json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z"},
                 headers=INSPECT,
             ),
-            "runs name": await c.get(f"{INSPECT_PREFIX}/runs", params={"name": long},
-                                     headers=INSPECT),  # fmt: skip
-            "runs before": await c.get(f"{INSPECT_PREFIX}/runs", params={"before": long},
-                                       headers=INSPECT),  # fmt: skip
-            "runs limit": await c.get(f"{INSPECT_PREFIX}/runs", params={"limit": "9" * 10_000},
-                                      headers=INSPECT),  # fmt: skip
+            "runs name": await c.get(runs, params={"name": long}, headers=INSPECT),
+            "runs before": await c.get(runs, params={"before": long}, headers=INSPECT),
+            "runs limit": await c.get(runs, params={"limit": "9" * 10_000}, headers=INSPECT),
             "stated time": await c.post(
                 "/_voltro/schedules/hourly/trigger",
                 headers={**TRIGGER, "X-Voltro-Scheduled-At": long},

@@ -221,7 +221,9 @@ ERRORS = [
 
 
 @pytest.mark.parametrize(
-    ("expr", "why"), ERRORS, ids=[e.encode("unicode_escape").decode() or "<empty>" for e, _ in ERRORS]
+    ("expr", "why"),
+    ERRORS,
+    ids=[e.encode("unicode_escape").decode() or "<empty>" for e, _ in ERRORS],
 )
 def test_invalid_expressions_say_why(expr: str, why: str) -> None:
     with pytest.raises(InvalidCronError) as info:
