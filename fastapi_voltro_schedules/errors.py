@@ -14,6 +14,7 @@
     │   ├── FutureArrivalError    the arrival states a time that has not come yet
     │   └── TooLateArrivalError   the arrival states a time older than the skew budget
     ├── InvalidArrivalTimeError   a stated-time header is not an ISO-8601 instant (ValueError)
+    ├── PayloadTooLargeError      a request body is above the routes' size cap (413)
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
@@ -142,6 +143,14 @@ class InvalidArrivalTimeError(VoltroError, ValueError):
             + " — send e.g. 2026-03-04T09:00:00Z"
         )
         self.header = header
+
+
+class PayloadTooLargeError(VoltroError):
+    """A request body is larger than the routes of ``schedules_router`` take (``limit`` bytes)."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class TokenNotConfiguredError(VoltroError):

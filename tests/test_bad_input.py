@@ -261,3 +261,75 @@ async def test_a_stated_time_older_than_the_skew_budget_is_409_too_late(sqlite_u
         )
         assert r.status_code == 202, r.text
         assert r.json()["scheduledAt"] == "2026-06-01T12:00:00.000Z"
+
+
+# --------------------------------------------------------------------------- bodies
+
+
+class CountingBody:
+    """A chunked request body (no Content-Length) that counts how much the server pulled."""
+
+    def __init__(self, chunks: int, size: int = 8 * 1024, first: bytes = b"") -> None:
+        self.chunks, self.size, self.first, self.pulled = chunks, size, first, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for i in range(self.chunks):
+            self.pulled += 1
+            yield self.first if i == 0 and self.first else b" " * self.size
+
+
+async def test_the_backfill_token_is_checked_before_the_body_is_read(sqlite_url: str) -> None:
+    async with served(sqlite_url) as s:
+        url = f"{INSPECT_PREFIX}/digest/backfill"
+        # Malformed JSON without a token: 401, not a parse error (the body was parsed first).
+        r = await s.client.post(url, content=b"{not json")
+        assert r.status_code == 401, r.text
+        r = await s.client.post(url, content=b"{not json", headers=TRIGGER)  # the other token
+        assert r.status_code == 401, r.text
+        # A 50 MB chunked upload without a token: refused without reading it.
+        body = CountingBody(chunks=6_400)
+        r = await s.client.post(url, content=body)
+        assert r.status_code == 401, r.text
+        assert body.pulled <= 1
+        # With the token, a bad body is a 422 naming the field, bounded.
+        r = await s.client.post(url, content=b"{not json", headers=INSPECT)
+        assert r.status_code == 422 and r.json()["code"] == "invalid_backfill", r.text
+        r = await s.client.post(url, json={"from": "2026-05-01T00:00:00Z"}, headers=INSPECT)
+        assert r.status_code == 422 and "to: Field required" in r.json()["detail"], r.text
+        r = await s.client.post(url, headers=INSPECT)  # no body at all
+        assert r.status_code == 422 and r.json()["code"] == "invalid_backfill", r.text
+
+
+async def test_bodies_above_the_cap_are_413_on_every_route(sqlite_url: str) -> None:
+    big = b"{" + b" " * (20 * 1024) + b"}"
+    async with served(sqlite_url) as s:
+        c = s.client
+        declared = [
+            await c.post(f"{INSPECT_PREFIX}/digest/backfill", content=big, headers=INSPECT),
+            await c.post(f"{INSPECT_PREFIX}/digest/fire", content=big, headers=INSPECT),
+            await c.request("GET", INSPECT_PREFIX, content=big, headers=INSPECT),
+            await c.request("GET", f"{INSPECT_PREFIX}/runs", content=big, headers=INSPECT),
+            await c.post("/_voltro/schedules/hourly/trigger", content=big, headers=TRIGGER),
+            await c.request(
+                "GET", f"/_voltro/schedules/runs/sr_{'0' * 32}", content=big, headers=TRIGGER
+            ),
+        ]
+        for r in declared:
+            assert r.status_code == 413, (r.request.url, r.text)
+            assert r.json()["code"] == "payload_too_large" and r.json()["limitBytes"] == 16_384
+            assert "20,482 bytes" in r.json()["detail"]
+        assert await s.scheduling.store.list_runs(None, limit=10) == []  # type: ignore[union-attr]
+        # A chunked body (no Content-Length) is cut as soon as it passes the cap.
+        body = CountingBody(chunks=6_400, first=b'{"from": "2026-05-01T00:00:00Z", ')
+        r = await c.post(f"{INSPECT_PREFIX}/digest/backfill", content=body, headers=INSPECT)
+        assert r.status_code == 413, r.text
+        assert r.json()["code"] == "payload_too_large"
+        assert body.pulled <= 4  # 16 KiB in 8 KiB chunks, not 50 MB
+        # A body under the cap still works.
+        r = await c.post(
+            f"{INSPECT_PREFIX}/digest/backfill",
+            json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z"},
+            headers=INSPECT,
+        )
+        assert r.status_code == 200, r.text
+        assert r.text.splitlines()[-1].startswith('{"event": "summary"'), r.text

@@ -26,6 +26,7 @@ from ..errors import (
     InvalidArrivalTimeError,
     NotExternallyTriggeredError,
     OffCadenceError,
+    PayloadTooLargeError,
     RunNotFoundError,
     ScheduleNotFoundError,
     SchedulerNotRunningError,
@@ -48,6 +49,7 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (TooLateArrivalError, 409, "too_late"),
     (TriggerRefusedError, 409, "refused"),
     (InvalidArrivalTimeError, 400, "invalid_scheduled_at"),
+    (PayloadTooLargeError, 413, "payload_too_large"),
     (BackfillRefusedError, 409, "backfill_refused"),
     (BackfillRequestError, 422, "invalid_backfill"),
     (StoreUnavailableError, 503, "store_unavailable"),
@@ -81,9 +83,47 @@ def error_response(error: VoltroError) -> JSONResponse:
         )
     elif isinstance(error, InvalidArrivalTimeError):
         body["header"] = error.header
+    elif isinstance(error, PayloadTooLargeError):
+        body["limitBytes"] = error.limit
     elif isinstance(error, StoreUnavailableError | SchedulerNotRunningError):
         headers["Retry-After"] = "5"
     return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+MAX_BODY_BYTES = 16 * 1024
+"""The largest request body any route of ``schedules_router`` reads. The only body is a range
+backfill's ``{"from", "to", "confirm", "limit"}`` (under 200 bytes); anything bigger is refused
+with 413 before it is held in memory — a declared ``Content-Length`` before anything else, a
+chunked body as soon as it passes the cap."""
+
+
+def too_large(size: int | None = None) -> PayloadTooLargeError:
+    said = f" ({size:,} bytes)" if size is not None else ""
+    return PayloadTooLargeError(
+        f"the request body{said} is larger than the {MAX_BODY_BYTES:,} bytes these routes take "
+        '— a range backfill body is {"from", "to", "confirm", "limit"}, nothing more',
+        limit=MAX_BODY_BYTES,
+    )
+
+
+def check_declared_length(request: Request) -> None:
+    """413 for a declared ``Content-Length`` above :data:`MAX_BODY_BYTES`, before anything is
+    read (and before the token is checked: refusing a size reveals nothing)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large(int(declared))
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, read chunk by chunk and refused (413) as soon as it passes
+    :data:`MAX_BODY_BYTES`, so a chunked upload without a ``Content-Length`` is never held."""
+    check_declared_length(request)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise too_large()
+    return bytes(body)
 
 
 def validation_response(error: RequestValidationError) -> JSONResponse:
@@ -124,6 +164,7 @@ class VoltroRoute(APIRoute):
 
         async def route_handler(request: Request) -> Response:
             try:
+                check_declared_length(request)
                 return await handler(request)
             except VoltroError as error:
                 return error_response(error)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..backfill import (
@@ -28,12 +28,16 @@ from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
     BackfillRefusedError,
+    BackfillRequestError,
+    PayloadTooLargeError,
     ScheduleNotFoundError,
+    SchedulerNotRunningError,
     VoltroError,
+    shown,
 )
 from ..store import RunRecord
 from .auth import InspectAuth, engine_of, scheduling_of, store_of
-from .errors import VoltroRoute, error_responses
+from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body
 from .trigger import RunView
 
 if TYPE_CHECKING:
@@ -162,15 +166,56 @@ async def fire(name: str, request: Request) -> JSONResponse:
     )
 
 
+def _backfill_request(raw: bytes) -> BackfillRequest:
+    """The backfill body, or :class:`BackfillRequestError` (422) naming each bad field."""
+    try:
+        return BackfillRequest.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        problems = []
+        for item in exc.errors()[:5]:
+            where = ".".join(shown(str(p), 60) for p in item["loc"]) or "body"
+            got = f" (got {shown(item['input'])})" if "input" in item else ""
+            problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
+        raise BackfillRequestError(
+            "invalid backfill request — " + "; ".join(problems) + ' — send a JSON object '
+            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
+        ) from None
+
+
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/backfill",
     summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
-    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line.",
+    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line. The body is "
+    f"at most {MAX_BODY_BYTES:,} bytes (413 above).",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": BackfillRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
+    responses={
+        **error_responses(
+            BackfillRequestError,
+            BackfillRefusedError,
+            ScheduleNotFoundError,
+            PayloadTooLargeError,
+            SchedulerNotRunningError,
+        ),
+        200: {
+            "description": "NDJSON stream of progress lines, then a summary line",
+            "content": {"application/x-ndjson": {}},
+        },
+    },
 )
-async def backfill(name: str, body: BackfillRequest, request: Request) -> StreamingResponse:
+async def backfill(name: str, request: Request) -> StreamingResponse:
+    # The body is read here, after the router's token dependency ran: FastAPI reads a declared
+    # body parameter before any dependency, so unauthenticated posts were parsed whole.
     scheduling = scheduling_of(request)
     engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
+    body = _backfill_request(await read_body(request))
     plan = await scheduling.plan_backfill(
         name, body.start, body.end, confirm=body.confirm, limit=body.limit
     )
