@@ -80,8 +80,16 @@ class BackfillRequest(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    start: str = Field(alias="from", description="ISO-8601 instant with a zone; exclusive.")
-    end: str = Field(alias="to", description="ISO-8601 instant with a zone; inclusive.")
+    start: str = Field(
+        alias="from",
+        description="ISO-8601 instant with a zone; exclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
+    end: str = Field(
+        alias="to",
+        description="ISO-8601 instant with a zone; inclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
     confirm: bool = Field(default=False, description="Required above 25 occurrences.")
     limit: int | None = Field(
         default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
@@ -140,7 +148,13 @@ async def list_runs(
     request: Request,
     name: Annotated[str | None, Query(description="One schedule; all when omitted.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[str | None, Query(description="Page: scheduledAt of the last row.")] = None,
+    before: Annotated[
+        str | None,
+        Query(
+            description="Page: scheduledAt of the last row (ISO-8601 with a zone).",
+            json_schema_extra={"format": "date-time"},
+        ),
+    ] = None,
 ) -> JSONResponse:
     scheduling = scheduling_of(request)
     if name is not None and scheduling.get(name) is None:

@@ -268,7 +268,9 @@ async def trigger_schedule(
         Header(
             alias=VOLTRO_SCHEDULED_AT,
             description="The occurrence this arrival is for (ISO-8601 with offset); snapped "
-            "like the arrival time would be. Wins over X-CloudScheduler-ScheduleTime.",
+            "like the arrival time would be, and at most external_trigger_skew_ms before the "
+            "app's clock. Wins over X-CloudScheduler-ScheduleTime.",
+            json_schema_extra={"format": "date-time"},
         ),
     ] = None,
     x_cloudscheduler_scheduletime: Annotated[
@@ -276,6 +278,7 @@ async def trigger_schedule(
         Header(
             alias=CLOUD_SCHEDULER_SCHEDULE_TIME,
             description="Set by GCP Cloud Scheduler; read like X-Voltro-Scheduled-At.",
+            json_schema_extra={"format": "date-time"},
         ),
     ] = None,
 ) -> JSONResponse:
