@@ -103,7 +103,9 @@ def main() -> None:
             "PYTHONPATH": str(REPO),
             "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/trigger.db",
             "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TOKEN,
-            "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS": str(3_600_000),
+            # The storm states the previous hour, up to two hours ago: a stated time must lie
+            # within the skew of the server's clock (else 409 too_late).
+            "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS": str(3 * 3_600_000),
         }
         server = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import anyio
@@ -19,7 +19,7 @@ import anyio
 from .clock import Clock, iso_z
 from .definition import Schedule
 from .enums import RunStatus
-from .errors import BackfillRefusedError, BackfillRequestError
+from .errors import BackfillRefusedError, BackfillRequestError, shown
 from .logs import logger
 from .store import Store
 
@@ -38,10 +38,24 @@ class RangeFirer(Protocol):
     replica_id: str
 
     async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus: ...
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+"""Instants a caller may name (range bounds, the runs cursor, a stated arrival time) lie in
+``[EARLIEST_INSTANT, LATEST_INSTANT]``: far around any instant a schedule fires at, and far
+inside what the cron math (which looks 100 years ahead and 5 back) and the ledger columns
+(MariaDB ``DATETIME``: years 1000–9999) can hold. Year 1 or 9999 overflowed them (a 500)."""
+
+INSTANT_RANGE = f"between {iso_z(EARLIEST_INSTANT)[:19]}Z and {iso_z(LATEST_INSTANT)[:19]}Z"
+
+
+def out_of_range(instant: datetime) -> bool:
+    """Whether an aware ``instant`` lies outside the instants a caller may name."""
+    return not EARLIEST_INSTANT <= instant <= LATEST_INSTANT
 
 
 def parse_instant(value: str | datetime, field_name: str) -> datetime:
-    """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``)."""
+    """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``), between
+    :data:`EARLIEST_INSTANT` and :data:`LATEST_INSTANT`."""
     if isinstance(value, datetime):
         parsed = value
     else:
@@ -49,13 +63,19 @@ def parse_instant(value: str | datetime, field_name: str) -> datetime:
             parsed = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BackfillRequestError(
-                f"{field_name}={value!r} is not an ISO-8601 instant — write e.g. "
+                f"{field_name}={shown(value)!r} is not an ISO-8601 instant — write e.g. "
                 "2026-08-10T00:00:00Z"
             ) from None
-    if parsed.tzinfo is None:
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise BackfillRequestError(
-            f"{field_name}={value!s} has no zone — add one (2026-08-10T00:00:00Z or "
+            f"{field_name}={shown(value)} has no zone — add one (2026-08-10T00:00:00Z or "
             "2026-08-10T02:00:00+02:00); a range is an absolute instant, never server-local"
+        )
+    if out_of_range(parsed):
+        raise BackfillRequestError(
+            f"{field_name}={shown(value if isinstance(value, str) else value.isoformat())} is "
+            f"outside the instants this API takes ({INSTANT_RANGE}) — name an instant in "
+            "that range"
         )
     return parsed
 
@@ -93,7 +113,7 @@ def check_limit(limit: int | None) -> int:
     if limit is None:
         return DEFAULT_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise BackfillRequestError(f"limit={limit!r} must be a positive integer")
+        raise BackfillRequestError(f"limit={shown(limit)} must be a positive integer")
     if limit > HARD_CEILING:
         raise BackfillRequestError(
             f"limit={limit} is above the hard ceiling of {HARD_CEILING:,} — run bigger "

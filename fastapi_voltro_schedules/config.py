@@ -27,10 +27,13 @@ def default_replica_id() -> str:
 class SchedulingConfig(BaseSettings):
     """App-wide scheduling settings. Every field reads ``VOLTRO_<FIELD>`` from the environment.
 
-    Tokens are ``SecretStr``: their value never appears in a repr, a log line or an error.
+    Tokens are ``SecretStr``: their value never appears in a repr, a log line or an error. An
+    empty variable (``VOLTRO_COORDINATION=`` left in a manifest) counts as unset, for every field.
     """
 
-    model_config = SettingsConfigDict(env_prefix="VOLTRO_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="VOLTRO_", extra="forbid", frozen=True, env_ignore_empty=True
+    )
 
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,

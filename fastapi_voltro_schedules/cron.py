@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import calendar
 import functools
+import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -190,19 +192,76 @@ def _parse_field(field: _Field, text: str) -> set[int]:
                     )
                 end = _value(field, text, term, last)
                 if end < start:
-                    if field is _DOW and end == 0:
-                        fix = f"write {first}-7 (7 is Sunday too)"
-                    else:
-                        fix = f"write it as two ranges, e.g. {start}-{field.hi},{field.lo}-{end}"
                     raise _FieldError(
-                        f'{field.name} range "{base}" runs backwards — cron ranges do not wrap '
-                        f"around; {fix}"
+                        f'{field.name} range "{term if slash else base}" runs backwards — cron '
+                        f"ranges do not wrap around; {_unwrap(field, first, start, end, step)}"
                     )
             else:
-                # "5/10" means 5 to the field's maximum, every 10 (cronie, croniter, cronsim).
+                # "5/10" means 5 to the field's maximum, every 10, as croniter and cronsim read
+                # it (current cronie rejects it; old Vixie cron silently read it as 5).
                 end = field.hi if slash else start
         values.update(range(start, end + 1, step))
     return values
+
+
+def _unwrap(field: _Field, first: str, start: int, end: int, step: int) -> str:
+    """The rewrite for a range that runs backwards (``22-2``, ``APR-MAR/3``): the same values
+    as if it wrapped around, written as ranges that do not — keeping the step."""
+    suffix = f"/{step}" if step > 1 else ""
+    if field is _DOW and end == 0:
+        return f"write {first}-7{suffix} (7 is Sunday too)"
+    if step == 1:
+        return f"write it as two ranges, e.g. {start}-{field.hi},{field.lo}-{end}"
+    # Day-of-week wraps after Saturday (6): 7 is Sunday again, not a day after it.
+    top = 6 if field is _DOW else field.hi
+    values = list(range(start, top + 1, step))
+    resume = values[-1] + step - (top - field.lo + 1)  # the first value past the wrap
+    rest = list(range(resume, end + 1, step))
+    listed = ",".join(str(v) for v in values + rest)
+
+    def part(lo: int, hi: int) -> str:
+        return str(lo) if lo == hi else f"{lo}-{hi}{suffix}"
+
+    if not rest:
+        return f"write {part(start, top)} ({listed}): the step does not reach past the wrap"
+    written = f"{part(start, top)},{part(resume, end)}"
+    return f"write it as two ranges that keep the step, e.g. {written}" + (
+        "" if written == listed else f" ({listed})"
+    )
+
+
+_ALLOWED_SPACE = " \t\n\r"
+
+
+def _check_characters(expression: str) -> None:
+    """Refuse anything but printable ASCII and plain whitespace. ``str.split`` would take a
+    no-break or ideographic space as a separator, while a non-ASCII digit is refused as a value:
+    both are refused here, naming the character (they hide in copy-pasted expressions)."""
+    for position, char in enumerate(expression):
+        if char in _ALLOWED_SPACE or (char.isascii() and char.isprintable()):
+            continue
+        label = unicodedata.name(char, "") or "(a control character)"
+        kind = "whitespace" if char.isspace() else "character"
+        raise _FieldError(
+            f"U+{ord(char):04X} {label} at position {position} is not allowed — a cron "
+            f"expression is plain ASCII: separate the fields with ordinary spaces and write "
+            f"values with the digits 0-9 (this {kind} usually comes from a copy-paste)"
+        )
+
+
+_YEAR_RE = re.compile(r"(?<!\d)(19[7-9]\d|20\d\d)(?!\d)")
+
+
+def _year_hint(fields: list[str]) -> str:
+    """For a six-field expression whose last field looks like a year (1970–2099): the hint
+    that six fields lead with seconds, and there is no year field."""
+    if len(fields) != 6 or _YEAR_RE.search(fields[5]) is None:
+        return ""
+    return (
+        f' — "{fields[5]}" looks like a year, but six fields are second minute hour day month '
+        "weekday (the seconds come first) and there is no year field: drop the year, e.g. "
+        f'"{" ".join(fields[:5])}"'
+    )
 
 
 def _split(expression: str) -> list[str]:
@@ -232,21 +291,66 @@ def _split(expression: str) -> list[str]:
     return fields
 
 
-def _zone(timezone: str) -> ZoneInfo:
+_NOT_PLACES = frozenset({"Factory", "localtime", "posixrules"})
+"""Names that load as zones but are not places: ``localtime`` is the server's own zone (the
+one thing a schedule must never follow), ``posixrules`` the POSIX default rules file, and
+``Factory`` the "zone not set" placeholder."""
+
+
+@functools.cache
+def iana_zone_names() -> frozenset[str]:
+    """The IANA time zone names a schedule may use: the zones and links of the IANA database
+    as the ``tzdata`` package lists them, without the non-places of :data:`_NOT_PLACES`.
+
+    ``ZoneInfo`` alone also loads ``localtime``, ``posixrules``, ``posix/…``/``right/…`` copies
+    and any file in the system's zoneinfo directory; on a case-insensitive file system even
+    ``Europe/berlin``. A name outside this list is refused, whatever ``ZoneInfo`` would load.
+    """
+    try:
+        from importlib.resources import files
+
+        names = set(files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
+    except (ImportError, OSError):  # pragma: no cover - tzdata is a dependency
+        names = {
+            z for z in available_timezones() if not z.startswith(("posix/", "right/"))
+        }
+    return frozenset(names - _NOT_PLACES)
+
+
+def zone_problem(timezone: object) -> str | None:
+    """Why ``timezone`` is not a usable IANA zone name (with the fix), or None if it is."""
     if not isinstance(timezone, str) or not timezone.strip():
-        raise _FieldError(
+        return (
             f"timezone={timezone!r} is not an IANA zone name — use one such as "
             '"Europe/Berlin" or "UTC"'
         )
+    names = iana_zone_names()
+    if timezone in names:
+        return None
+    if timezone in _NOT_PLACES:
+        return (
+            f'timezone "{timezone}" is not an IANA region — it names no place (and '
+            '"localtime" is the server\'s own zone, which a schedule never follows); use an '
+            'IANA name such as "Europe/Berlin" or "UTC"'
+        )
+    lowered = timezone.lower().removeprefix("posix/").removeprefix("right/")
+    close = sorted(z for z in names if z.lower() == lowered)
+    if close:
+        return f'unknown timezone "{timezone}" — did you mean "{close[0]}"?'
+    return f'unknown timezone "{timezone}" — use an IANA name such as "Europe/Berlin"'
+
+
+def _zone(timezone: str) -> ZoneInfo:
+    problem = zone_problem(timezone)
+    if problem is not None:
+        raise _FieldError(problem)
     try:
         return ZoneInfo(timezone)
-    except (KeyError, ValueError, OSError):
-        pass
-    lowered = timezone.lower()
-    close = sorted(z for z in available_timezones() if z.lower() == lowered)
-    if close:
-        raise _FieldError(f'unknown timezone "{timezone}" — did you mean "{close[0]}"?')
-    raise _FieldError(f'unknown timezone "{timezone}" — use an IANA name such as "Europe/Berlin"')
+    except (KeyError, ValueError, OSError):  # listed by tzdata but not loadable here
+        raise _FieldError(
+            f'timezone "{timezone}" cannot be loaded on this machine — install the tzdata '
+            "package (pip install tzdata)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +412,7 @@ class CronSpec:
                     "the expression is empty — write five fields (minute hour day month "
                     'weekday), e.g. "0 9 * * *"'
                 )
+            _check_characters(expression)
             fields = _split(expression)
             has_seconds = len(fields) == 6
             if not has_seconds:
@@ -317,7 +422,11 @@ class CronSpec:
             hours = _parse_field(_HOUR, fields[2])
             dom = _parse_field(_DOM, fields[3])
             months = _parse_field(_MONTH, fields[4])
-            dow = {d % 7 for d in _parse_field(_DOW, fields[5])}
+            try:
+                dow = {d % 7 for d in _parse_field(_DOW, fields[5])}
+            except _FieldError as exc:
+                hint = _year_hint(fields) if has_seconds else ""
+                raise _FieldError(f"{exc}{hint}") from None
             # Vixie / cronie: a '*'-led day field makes the two day fields AND, else OR.
             day_and = fields[3].startswith("*") or fields[5].startswith("*")
             if day_and:

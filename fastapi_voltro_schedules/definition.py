@@ -13,10 +13,9 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias, overload
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .context import ScheduleContext
-from .cron import CronSpec
+from .cron import CronSpec, zone_problem
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
 from .errors import InvalidCronError, ScheduleDefinitionError
 
@@ -130,14 +129,30 @@ def _validate_timezone(name: object, timezone: object) -> str:
             f"{_prefix(name)}: timezone={timezone!r} must be an IANA zone name string, "
             'e.g. "Europe/Berlin"'
         )
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleDefinitionError(
-            f'{_prefix(name)}: unknown timezone "{timezone}" — use an IANA zone name such as '
-            '"UTC", "Europe/Berlin" or "America/New_York"'
-        ) from None
+    # cron.zone_problem is the one judge of a zone name (CronSpec.parse asks it too): IANA
+    # names only, and the did-you-mean for a wrong-case name.
+    problem = zone_problem(timezone)
+    if problem is not None:
+        raise ScheduleDefinitionError(f"{_prefix(name)}: {problem}")
     return timezone
+
+
+def _check_arity(name: object, handler: object) -> None:
+    """A handler is called as ``handler(ctx)``: one positional argument. Checked now, so a
+    wrong signature fails at import naming the schedule, not as a TypeError at each firing."""
+    try:
+        signature = inspect.signature(handler)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: trust it
+        return
+    try:
+        signature.bind(object())
+    except TypeError as exc:
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: handler {getattr(handler, '__qualname__', handler)!r} cannot "
+            f"be called with exactly one argument ({exc}; its signature is {signature}) — a "
+            "handler takes the ScheduleContext as its only positional argument: "
+            "`async def handler(ctx: ScheduleContext) -> None`"
+        ) from None
 
 
 def _validate(
@@ -179,6 +194,8 @@ def _validate(
             f"{_prefix(name)}: handler={handler!r} is not callable — pass an `async def` or "
             "`def` taking a ScheduleContext"
         )
+    if handler is not None:
+        _check_arity(name, handler)
     if workflow is not None and not isinstance(workflow, WorkflowTarget):
         raise ScheduleDefinitionError(
             f"{_prefix(name)}: workflow={workflow!r} must be a WorkflowTarget(name=..., "
@@ -322,6 +339,7 @@ def define_schedule(
                 f"{_prefix(name)}: @define_schedule(...) was applied to {fn!r}, which is not a "
                 "handler — decorate an `async def` or `def` function taking a ScheduleContext"
             )
+        _check_arity(name, fn)
         return Schedule(
             handler=fn, module=getattr(fn, "__module__", None) or module, **fields
         )

@@ -4,12 +4,37 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator
 from types import ModuleType
 
 from .definition import Schedule
-from .errors import DiscoveryError
+from .errors import DiscoveryError, shown
 
 CRON_MODULE_SUFFIX = "_cron"
+
+
+def _import(name: str, root: str) -> ModuleType:
+    """Import ``name``; any failure is a :class:`DiscoveryError` naming the module, with the
+    original error as ``__cause__`` (``pkgutil.walk_packages`` skipped a subpackage that failed
+    to import, silently: its schedules never fired and nothing said so)."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise DiscoveryError(
+            f"discovering schedules under {root}: module {name} failed to import "
+            f"({type(exc).__name__}: {shown(str(exc), 300)}) — fix it; the boot stops rather "
+            "than run without the schedules it may hold"
+        ) from exc
+
+
+def _walk(path: list[str], prefix: str, root: str) -> Iterator[str]:
+    """Every module and package name below ``path``, importing each package (to descend)."""
+    for info in pkgutil.iter_modules(path, prefix):
+        yield info.name
+        if info.ispkg:
+            sub = getattr(_import(info.name, root), "__path__", None)
+            if sub is not None:
+                yield from _walk(list(sub), info.name + ".", root)
 
 
 def _cron_modules(package: ModuleType) -> list[str]:
@@ -17,9 +42,9 @@ def _cron_modules(package: ModuleType) -> list[str]:
     path = getattr(package, "__path__", None)
     if path is None:  # a plain module, not a package
         return names
-    for info in pkgutil.walk_packages(path, prefix=package.__name__ + "."):
-        if info.name.rsplit(".", 1)[-1].endswith(CRON_MODULE_SUFFIX):
-            names.append(info.name)
+    for name in _walk(list(path), package.__name__ + ".", package.__name__):
+        if name.rsplit(".", 1)[-1].endswith(CRON_MODULE_SUFFIX):
+            names.append(name)
     return sorted(names)
 
 
@@ -28,12 +53,14 @@ def discover_schedules(package: str | ModuleType) -> list[Schedule]:
     module-level :class:`Schedule` objects, in module order then definition order.
 
     The same object re-exported by a second module counts once; two distinct schedules with
-    one name raise :class:`DiscoveryError` naming both modules.
+    one name raise :class:`DiscoveryError` naming both modules. A subpackage or ``_cron``
+    module that fails to import raises :class:`DiscoveryError` naming it (the original error is
+    its ``__cause__``).
     """
-    root = importlib.import_module(package) if isinstance(package, str) else package
+    root = _import(package, package) if isinstance(package, str) else package
     found: list[tuple[Schedule, str | None]] = []
     for module_name in _cron_modules(root):
-        module = importlib.import_module(module_name)
+        module = _import(module_name, root.__name__)
         found.extend(
             (value, module_name) for value in vars(module).values() if isinstance(value, Schedule)
         )

@@ -11,8 +11,10 @@
     ├── TriggerRefusedError       an external arrival was refused; nothing was claimed
     │   ├── NotExternallyTriggeredError   the schedule keeps its own time (trigger="self")
     │   ├── OffCadenceError       no occurrence within the skew budget before the arrival
-    │   └── FutureArrivalError    the arrival states a time that has not come yet
+    │   ├── FutureArrivalError    the arrival states a time that has not come yet
+    │   └── TooLateArrivalError   the arrival states a time older than the skew budget
     ├── InvalidArrivalTimeError   a stated-time header is not an ISO-8601 instant (ValueError)
+    ├── PayloadTooLargeError      a request body is above the routes' size cap (413)
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
     ├── ForbiddenRoleError        a valid read-only token asked for an operator action
@@ -30,6 +32,22 @@ read by someone who did not write the code.
 """
 
 from __future__ import annotations
+
+ECHO_LIMIT = 120
+"""At most this many characters of a caller's value are repeated in an error message (and so
+in a response body or a log line): a 10 kB name or a 50 MB field is cut, not echoed."""
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as text fit to echo: itself when short, else its first ``limit`` characters,
+    an ellipsis and how long it was (``"xxxx…" (10,000 characters)``)."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str() limit
+        return f"<{type(value).__name__} too large to show>"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
 
 
 class VoltroError(Exception):
@@ -64,15 +82,22 @@ class ScheduleNotFoundError(VoltroError, LookupError):
     """No schedule with this name is defined in the app."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f'no schedule named "{name}" — check the name (it is case-sensitive)')
+        super().__init__(
+            f'no schedule named "{shown(name)}" — check the name (it is case-sensitive)'
+        )
         self.name = name
 
 
 class RunNotFoundError(VoltroError, LookupError):
     """No run with this id is in the ledger (or it was swept by retention)."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f'no run with id "{run_id}" — it never existed or retention swept it')
+    def __init__(self, run_id: str, *, malformed: bool = False) -> None:
+        why = (
+            "a run id is sr_ followed by 32 hex digits, as the trigger route answered it"
+            if malformed
+            else "it never existed or retention swept it"
+        )
+        super().__init__(f'no run with id "{shown(run_id)}" — {why}')
         self.run_id = run_id
 
 
@@ -105,17 +130,30 @@ class FutureArrivalError(TriggerRefusedError):
     firing as a duplicate."""
 
 
+class TooLateArrivalError(TriggerRefusedError):
+    """The arrival states a time more than the skew budget before the app's clock: a replay of
+    an old firing must not run its slot (again)."""
+
+
 class InvalidArrivalTimeError(VoltroError, ValueError):
     """A stated-time header (``X-Voltro-Scheduled-At``, ``X-CloudScheduler-ScheduleTime``) is
-    not an ISO-8601 instant with a UTC offset."""
+    not an ISO-8601 instant with a UTC offset, or lies outside the instants the API takes."""
 
-    def __init__(self, header: str, value: str) -> None:
-        shown = value if len(value) <= 64 else value[:64] + "…"
+    def __init__(self, header: str, value: str, why: str | None = None) -> None:
         super().__init__(
-            f"{header}: {shown!r} is not an ISO-8601 instant with an offset — send e.g. "
-            "2026-03-04T09:00:00Z"
+            f"{header}: {shown(value)!r} "
+            + (why or "is not an ISO-8601 instant with an offset")
+            + " — send e.g. 2026-03-04T09:00:00Z"
         )
         self.header = header
+
+
+class PayloadTooLargeError(VoltroError):
+    """A request body is larger than the routes of ``schedules_router`` take (``limit`` bytes)."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class TokenNotConfiguredError(VoltroError):

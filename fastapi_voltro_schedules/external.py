@@ -21,6 +21,11 @@ The rules, decided here and nowhere else:
   occurrence is the first pass only; an arrival in the second pass at the same wall time (a
   Kubernetes CronJob fires both) snaps to that first-pass occurrence — so it is answered
   ``duplicate``, not ``off_cadence``.
+* **Too late.** A *stated* time more than ``external_trigger_skew_ms`` before ``now`` is refused
+  (:attr:`SnapVerdict.TOO_LATE`): lateness is measured against the app's clock, not only
+  against the stated time, so a replay of an old firing (any never-claimed past slot, or one
+  whose claim the retention sweep pruned) can never run a slot a second time. An arrival that
+  states no time is ``now`` itself and never too late.
 * **Future.** A reference instant more than :data:`FUTURE_TOLERANCE` after ``now`` is refused
   (:attr:`SnapVerdict.FUTURE`): claiming an occurrence before it is due would turn the real
   firing into a duplicate and lose its work. The tolerance (2 s) absorbs the clock disagreement
@@ -51,6 +56,8 @@ class SnapVerdict(StrEnum):
     """No occurrence lies within the budget before the arrival: refused (409)."""
     FUTURE = "future"
     """The arrival states a time after now (beyond :data:`FUTURE_TOLERANCE`): refused (409)."""
+    TOO_LATE = "too-late"
+    """The arrival states a time more than the skew before now: refused (409)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,8 @@ def snap(spec: CronSpec, arrival: datetime, now: datetime, skew_ms: int) -> Snap
     budget = min(skew, period)
     if reference - now.astimezone(UTC) > FUTURE_TOLERANCE:
         return SnapResult(SnapVerdict.FUTURE, reference, budget, previous=previous)
+    if now.astimezone(UTC) - reference > skew:
+        return SnapResult(SnapVerdict.TOO_LATE, reference, budget, previous=previous)
     if previous is None:
         return SnapResult(SnapVerdict.OFF_CADENCE, reference, budget)
     lateness = reference - previous

@@ -257,13 +257,16 @@ def test_app_mode_bad_input(tmp_path: Path) -> None:
         ((NAME, "--from", FROM, "--to", hours(1)), "give --url"),
         ((NAME, "--app", "support.servers:REPO", "--from", FROM, "--to", hours(1)),
          "no Scheduling in module 'support.servers'"),
+        # Year 10000 in UTC: an OverflowError traceback before the range was checked.
+        ((NAME, "--app", APP_SPEC, "--from", FROM, "--to", "9999-12-31T23:59:59-01:00"),
+         "to=9999-12-31T23:59:59-01:00 is outside"),
     ]  # fmt: skip
     codes = []
     for args, words in cases:
         result = run_cli(tmp_path, env, *args)
         assert words in result.stderr, result.stderr
         codes.append(result.returncode)
-    assert codes == [2, 2, 4, 2, 2]
+    assert codes == [2, 2, 4, 2, 2, 2]
 
 
 def test_app_mode_asks_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import ValidationError
 
 from fastapi_voltro_schedules import Coordination, SchedulingConfig, TriggerMode
-from fastapi_voltro_schedules.config import resolve_coordination, store_kind
+from fastapi_voltro_schedules.config import default_replica_id, resolve_coordination, store_kind
 from fastapi_voltro_schedules.enums import ExternalMissedPolicy
 
 
@@ -126,3 +128,16 @@ def test_resolve_coordination(
     )
     assert choice.effective.value == effective
     assert choice.warning == warning
+
+
+def test_an_empty_variable_is_unset_for_every_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `VOLTRO_COORDINATION=` left in a manifest stopped the boot ("" is not a coordination).
+    for key in [k for k in os.environ if k.startswith("VOLTRO_")]:
+        monkeypatch.delenv(key)
+    defaults = SchedulingConfig(replica_id="pod-1").model_dump()
+    for field in SchedulingConfig.model_fields:
+        monkeypatch.setenv(f"VOLTRO_{field.upper()}", "")
+    config = SchedulingConfig(replica_id="pod-1")
+    assert config.model_dump() == defaults
+    # replica_id too: its default is this process's hostname-pid, not "".
+    assert SchedulingConfig().replica_id == default_replica_id()

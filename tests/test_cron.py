@@ -102,6 +102,65 @@ ERRORS = [
         "FRI-7 (7 is Sunday too)",
     ),
     (
+        # the hint used to drop the step ("4-12,1-3": every month from April)
+        "0 0 * APR-MAR/3 *",
+        'month range "APR-MAR/3" runs backwards — cron ranges do not wrap around; write it as '
+        "two ranges that keep the step, e.g. 4-12/3,1-3/3 (4,7,10,1)",
+    ),
+    (
+        "0 0 * APR-MAR/5 *",
+        'month range "APR-MAR/5" runs backwards — cron ranges do not wrap around; write it as '
+        "two ranges that keep the step, e.g. 4-12/5,2-3/5 (4,9,2)",
+    ),
+    (
+        "0 22-2/3 * * *",
+        'hour range "22-2/3" runs backwards — cron ranges do not wrap around; write it as two '
+        "ranges that keep the step, e.g. 22-23/3,1-2/3 (22,1)",
+    ),
+    (
+        "0 0 * NOV-JAN/4 *",
+        'month range "NOV-JAN/4" runs backwards — cron ranges do not wrap around; write '
+        "11-12/4 (11): the step does not reach past the wrap",
+    ),
+    (
+        "0 0 * * SAT-MON/2",
+        'day-of-week range "SAT-MON/2" runs backwards — cron ranges do not wrap around; write '
+        "it as two ranges that keep the step, e.g. 6,1",
+    ),
+    (
+        "0 0 * * FRI-SUN/2",
+        'day-of-week range "FRI-SUN/2" runs backwards — cron ranges do not wrap around; write '
+        "FRI-7/2 (7 is Sunday too)",
+    ),
+    (
+        "0 0 12 * * 2026",
+        "day-of-week value 2026 is out of range 0–7 (0 and 7 are both Sunday) — \"2026\" looks "
+        "like a year, but six fields are second minute hour day month weekday (the seconds "
+        'come first) and there is no year field: drop the year, e.g. "0 0 12 * *"',
+    ),
+    (
+        "0 30 9 1 * 1970-2099",
+        "day-of-week value 1970 is out of range 0–7 (0 and 7 are both Sunday) — \"1970-2099\" "
+        "looks like a year, but six fields are second minute hour day month weekday (the "
+        'seconds come first) and there is no year field: drop the year, e.g. "0 30 9 1 *"',
+    ),
+    (
+        "0 0 * * 2026",  # five fields: no year hint, the field is plainly day-of-week
+        "day-of-week value 2026 is out of range 0–7 (0 and 7 are both Sunday)",
+    ),
+    (
+        "0\u00a00 * * *",
+        "U+00A0 NO-BREAK SPACE at position 1 is not allowed — a cron expression is plain ASCII: "
+        "separate the fields with ordinary spaces and write values with the digits 0-9 (this "
+        "whitespace usually comes from a copy-paste)",
+    ),
+    (
+        "\u0663 0 * * *",
+        "U+0663 ARABIC-INDIC DIGIT THREE at position 0 is not allowed — a cron expression is "
+        "plain ASCII: separate the fields with ordinary spaces and write values with the digits "
+        "0-9 (this character usually comes from a copy-paste)",
+    ),
+    (
         "abc * * * *",
         'minute field "abc": "abc" is not a number — use a value, a range (1-5), a list (1,3,5) '
         "or a step (*/15)",
@@ -161,13 +220,40 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("expr", "why"), ERRORS, ids=[e or "<empty>" for e, _ in ERRORS])
+@pytest.mark.parametrize(
+    ("expr", "why"),
+    ERRORS,
+    ids=[e.encode("unicode_escape").decode() or "<empty>" for e, _ in ERRORS],
+)
 def test_invalid_expressions_say_why(expr: str, why: str) -> None:
     with pytest.raises(InvalidCronError) as info:
         CronSpec.parse(expr, "UTC")
     assert str(info.value) == prefix(expr) + why
     assert isinstance(info.value, ScheduleDefinitionError)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("char", "label"),
+    [
+        ("\u00a0", "U+00A0 NO-BREAK SPACE"),
+        ("\u3000", "U+3000 IDEOGRAPHIC SPACE"),
+        ("\u2003", "U+2003 EM SPACE"),
+        ("\u0085", "U+0085 (a control character)"),
+        ("\x1f", "U+001F (a control character)"),  # str.split() separates on it too
+        ("\x00", "U+0000 (a control character)"),
+    ],
+)
+def test_non_ascii_whitespace_is_not_a_separator(char: str, label: str) -> None:
+    # Each of these split the fields before: "0\u00a09 * * *" parsed as "0 9 * * *".
+    expr = f"0 9{char}* * *"
+    with pytest.raises(InvalidCronError) as info:
+        CronSpec.parse(expr, "UTC")
+    assert f"{label} at position 3 is not allowed" in str(info.value)
+    # ASCII whitespace still separates (a tab, a trailing newline from a file).
+    assert CronSpec.parse("0\t9 * * *\n", "UTC").next_occurrence(
+        Z("2026-01-01T00:00:00Z")
+    ) == Z("2026-01-01T09:00:00Z")
 
 
 def test_unknown_timezone() -> None:

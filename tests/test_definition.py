@@ -226,3 +226,91 @@ def test_workflow_payload_forms() -> None:
     assert WorkflowTarget(name="w", payload=lambda c: {"c": c is ctx}).build_payload(ctx) == {
         "c": True
     }
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory"])
+def test_zones_that_are_no_place_are_refused(zone: str) -> None:
+    # ZoneInfo loads all three; "localtime" is the server's own zone, which the seed forbids.
+    with pytest.raises(ScheduleDefinitionError) as info:
+        define_schedule(**base(handler=noop, timezone=zone))
+    msg = str(info.value)
+    assert msg.startswith(f'define_schedule("dailyDigest"): timezone "{zone}" is not an IANA')
+    assert '"Europe/Berlin"' in msg
+
+
+@pytest.mark.parametrize(
+    ("zone", "suggestion"),
+    [
+        ("Europe/berlin", "Europe/Berlin"),
+        ("america/new_york", "America/New_York"),
+        ("posix/Europe/Berlin", "Europe/Berlin"),
+        ("right/UTC", "UTC"),
+    ],
+)
+def test_wrong_zone_spelling_gets_the_did_you_mean_from_define_schedule(
+    zone: str, suggestion: str
+) -> None:
+    with pytest.raises(ScheduleDefinitionError) as info:
+        define_schedule(**base(handler=noop, timezone=zone))
+    assert str(info.value) == (
+        f'define_schedule("dailyDigest"): unknown timezone "{zone}" — did you mean '
+        f'"{suggestion}"?'
+    )
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Etc/UTC", "America/Argentina/Buenos_Aires", "US/Eastern"])
+def test_iana_names_and_links_are_accepted(zone: str) -> None:
+    assert define_schedule(**base(handler=noop, timezone=zone)).timezone == zone
+
+
+async def _two(ctx: object, extra: object) -> None:
+    return None
+
+
+async def _none() -> None:
+    return None
+
+
+async def _keyword_only(*, ctx: object) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("handler", "signature"),
+    [
+        (_two, "(ctx: 'object', extra: 'object')"),
+        (_none, "()"),
+        (_keyword_only, "(*, ctx: 'object')"),
+    ],
+)
+def test_a_handler_that_cannot_take_one_argument_is_refused_at_definition(
+    handler: Any, signature: str
+) -> None:
+    for define in (
+        lambda: define_schedule(**base(handler=handler)),
+        lambda: define_schedule(name="dailyDigest", cron="0 9 * * *", timezone="UTC")(handler),
+    ):
+        with pytest.raises(ScheduleDefinitionError) as info:
+            define()
+        msg = str(info.value)
+        assert msg.startswith('define_schedule("dailyDigest"): handler')
+        assert f"its signature is {signature}" in msg
+        assert "async def handler(ctx: ScheduleContext) -> None" in msg  # the fix
+
+
+def test_handlers_that_take_one_argument_are_accepted() -> None:
+    async def optional_extra(ctx: object, extra: int = 1) -> None:
+        return None
+
+    class Job:
+        async def run(self, ctx: object) -> None:
+            return None
+
+        def __call__(self, ctx: object) -> None:
+            return None
+
+    def sync(ctx: object) -> None:
+        return None
+
+    for handler in (optional_extra, Job().run, Job(), sync, noop):
+        assert define_schedule(**base(handler=handler)).handler is handler

@@ -98,3 +98,47 @@ def test_hand_built_list_with_duplicates_rejected() -> None:
     with pytest.raises(DiscoveryError, match='two schedules are named "x"'):
         Scheduling([a, b])
     assert len(Scheduling([a, a]).schedules) == 1
+
+
+@pytest.mark.parametrize(
+    ("files", "module", "cause"),
+    [
+        # a subpackage whose __init__ fails: walk_packages skipped it silently before
+        (
+            {"billing/__init__.py": "import no_such_module_anywhere\n",
+             "billing/rollup_cron.py": SCHEDULE.format(name="dailyRollup")},
+            "disc_broken.billing",
+            ModuleNotFoundError,
+        ),
+        (
+            {"ops/__init__.py": "raise RuntimeError('bad config at import')\n",
+             "ops/prune_cron.py": SCHEDULE.format(name="prune")},
+            "disc_broken.ops",
+            RuntimeError,
+        ),
+        # a _cron module that fails
+        (
+            {"digest_cron.py": "from .nowhere import thing\n"},
+            "disc_broken.digest_cron",
+            ImportError,
+        ),
+    ],
+)  # fmt: skip
+def test_a_module_that_fails_to_import_stops_discovery_naming_it(
+    make_package, files: dict[str, str], module: str, cause: type[Exception]
+) -> None:  # type: ignore[no-untyped-def]
+    pkg = make_package("disc_broken", {"fine_cron.py": SCHEDULE.format(name="fine"), **files})
+    with pytest.raises(DiscoveryError) as info:
+        discover_schedules(pkg)
+    assert f"module {module} failed to import" in str(info.value)
+    assert isinstance(info.value.__cause__, cause)
+    with pytest.raises(DiscoveryError):
+        Scheduling.from_package(pkg)
+
+
+def test_a_broken_module_that_discovery_never_imports_is_not_its_business(make_package) -> None:  # type: ignore[no-untyped-def]
+    pkg = make_package(
+        "disc_plain",
+        {"digest_cron.py": SCHEDULE.format(name="dailyDigest"), "routes.py": "import nope\n"},
+    )
+    assert [s.name for s in discover_schedules(pkg)] == ["dailyDigest"]

@@ -182,16 +182,22 @@ def test_external_missed_policy_with_two_replicas(
         time.sleep(0.5)  # let a (wrong) second recording show up
         rows = hourly_rows(postgres_url)
         totals = [missed_total(s, "hourly") for s in replicas]
-        # a CronJob retry stating 09:00, long after: accounted for already, unless "off"
+        # a CronJob retry stating 10:05, as late as the skew allows: accounted for already,
+        # unless "off"
+        retry = trigger(replicas[1], "hourly", {"X-Voltro-Scheduled-At": "2026-03-04T10:05:00Z"})
+        # one stating 09:00, long after: too late whatever the policy (a replay never runs)
         set_clocks(replicas, "2026-03-04T10:20:00+00:00")
         late = trigger(replicas[1], "hourly", {"X-Voltro-Scheduled-At": "2026-03-04T09:00:00Z"})
         logs = [s.log() for s in replicas]
+
+    assert late.status_code == 409, late.text
+    assert late.json()["code"] == "too_late"
 
     summary = [(r.scheduled_at, r.status, r.trigger) for r in rows]
     if policy == "off":
         assert rows == []
         assert totals == [0.0, 0.0]
-        assert late.status_code == 202, late.text  # nothing claimed 09:00: it runs now
+        assert retry.status_code == 202, retry.text  # nothing claimed 10:00: it runs now
         assert not any("never arrived" in log for log in logs)
         return
     expected = [
@@ -211,8 +217,8 @@ def test_external_missed_policy_with_two_replicas(
         assert list(marker_dir.glob("hourly__*")) == []
     assert summary == expected
     assert sum(totals) == 2.0  # counted once, by whichever replica recorded it
-    assert late.status_code == 200, late.text
-    assert late.json()["status"] == "duplicate"
-    first_of_nine = next(r for r in rows if r.scheduled_at == nine)
-    assert late.json()["runId"] == first_of_nine.id
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "duplicate"
+    first_of_ten = next(r for r in rows if r.scheduled_at == ten)
+    assert retry.json()["runId"] == first_of_ten.id
     assert any("schedule: external trigger never arrived — recorded missed" in log for log in logs)

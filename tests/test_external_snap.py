@@ -18,6 +18,7 @@ FIVE_MIN = 300_000
 A = SnapVerdict.ACCEPTED
 OFF = SnapVerdict.OFF_CADENCE
 FUT = SnapVerdict.FUTURE
+LATE = SnapVerdict.TOO_LATE
 
 
 def utc(text: str) -> datetime:
@@ -64,9 +65,17 @@ SNAP_TABLE = [
     ("0 * * * *", "UTC", "2026-03-04T09:00:02.001", "2026-03-04T09:00:00", FIVE_MIN, FUT, None),
     ("0 * * * *", "UTC", "2026-03-04T09:03:00", "2026-03-04T09:01:00", FIVE_MIN, FUT, None),
     ("0 * * * *", "UTC", "2026-03-04T10:00:00", "2026-03-04T09:00:00", FIVE_MIN, FUT, None),
-    # a stated time long past, exactly on an occurrence: accepted (the claim dedupes it)
-    ("0 * * * *", "UTC", "2026-03-04T06:00:00", "2026-03-04T09:00:00", FIVE_MIN, A,
-     "2026-03-04T06:00:00"),
+    # a stated time long past, exactly on an occurrence: too late (it used to be accepted, and
+    # a replay after the claims were pruned ran the slot a second time)
+    ("0 * * * *", "UTC", "2026-03-04T06:00:00", "2026-03-04T09:00:00", FIVE_MIN, LATE, None),
+    # a stated time may be at most the skew before the app's clock, inclusive
+    ("0 * * * *", "UTC", "2026-03-04T09:00:00", "2026-03-04T09:05:00", FIVE_MIN, A,
+     "2026-03-04T09:00:00"),
+    ("0 * * * *", "UTC", "2026-03-04T09:00:00", "2026-03-04T09:05:00.001", FIVE_MIN, LATE, None),
+    ("0 * * * *", "UTC", "2026-03-04T09:02:00", "2026-03-04T09:23:00", FIVE_MIN, LATE, None),
+    ("* * * * *", "UTC", "2026-03-04T09:00:59", "2026-03-04T09:01:30", FIVE_MIN, A,
+     "2026-03-04T09:00:00"),
+    ("0 * * * *", "UTC", "2026-03-04T09:00:00", "2026-03-04T09:00:00.001", 0, LATE, None),
 ]  # fmt: skip
 
 

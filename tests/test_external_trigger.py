@@ -291,28 +291,32 @@ def test_an_arrival_while_a_run_is_live_is_recorded_skipped(server: Server) -> N
 
 
 def test_stated_time_headers(server: Server) -> None:
-    set_clock(server, "2026-03-13T09:20:00+00:00")  # arrival alone would be off-cadence
-    voltro = trigger(server, "hourly", {"X-Voltro-Scheduled-At": "2026-03-13T09:00:00+00:00"})
+    set_clock(server, "2026-03-13T09:06:00+00:00")  # arrival alone would be off-cadence
+    voltro = trigger(server, "hourly", {"X-Voltro-Scheduled-At": "2026-03-13T09:01:30+00:00"})
     assert voltro.status_code == 202, voltro.text
     assert voltro.json()["scheduledAt"] == "2026-03-13T09:00:00.000Z"
-    set_clock(server, "2026-03-13T10:20:00+00:00")
-    cloud = trigger(server, "hourly", {"X-CloudScheduler-ScheduleTime": "2026-03-13T10:00:00.52Z"})
+    set_clock(server, "2026-03-13T10:06:00+00:00")
+    cloud = trigger(server, "hourly", {"X-CloudScheduler-ScheduleTime": "2026-03-13T10:01:00.52Z"})
     assert cloud.status_code == 202, cloud.text
     assert cloud.json()["scheduledAt"] == "2026-03-13T10:00:00.000Z"
-    # both: X-Voltro-Scheduled-At wins
+    # both: X-Voltro-Scheduled-At wins (the Cloud Scheduler time alone would be too late)
     both = trigger(
         server,
         "hourly",
         {
-            "X-Voltro-Scheduled-At": "2026-03-13T09:01:00Z",
-            "X-CloudScheduler-ScheduleTime": "2026-03-13T10:00:00Z",
+            "X-Voltro-Scheduled-At": "2026-03-13T10:02:00Z",
+            "X-CloudScheduler-ScheduleTime": "2026-03-13T09:00:00Z",
         },
     )
     assert both.status_code == 200, both.text
-    assert both.json()["runId"] == voltro.json()["runId"]
+    assert both.json()["runId"] == cloud.json()["runId"]
     # an offset other than Z
-    berlin = trigger(server, "hourly", {"X-Voltro-Scheduled-At": "2026-03-13T11:00:30+01:00"})
+    berlin = trigger(server, "hourly", {"X-Voltro-Scheduled-At": "2026-03-13T11:03:00+01:00"})
     assert berlin.json()["runId"] == cloud.json()["runId"]
+    # a stated time more than the skew before the app's clock: 409 too_late, nothing fired
+    late = trigger(server, "hourly", {"X-CloudScheduler-ScheduleTime": "2026-03-13T09:00:00Z"})
+    assert late.status_code == 409, late.text
+    assert late.json()["code"] == "too_late" and late.json()["skewBudgetMs"] == 300_000
 
 
 @pytest.mark.parametrize("value", ["yesterday", "2026-03-13T09:00:00", ""])

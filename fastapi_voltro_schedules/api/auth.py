@@ -37,7 +37,9 @@ from ..tokens import INSPECT_READ_TOKEN_ENV, Role
 from .session import session_role
 
 if TYPE_CHECKING:
+    from ..engine import Engine
     from ..scheduling import Scheduling
+    from ..store import Store
 
 TRIGGER_SCHEME = "VoltroTriggerToken"
 INSPECT_SCHEME = "VoltroInspectToken"
@@ -66,6 +68,23 @@ def scheduling_of(request: Request) -> Scheduling:
             "FastAPI(), or enter `async with scheduling.run(app):` in your own lifespan"
         )
     return scheduling
+
+
+NOT_RUNNING = "the scheduler is not running (starting or shutting down)"
+
+
+def engine_of(scheduling: Scheduling) -> Engine:
+    """The running engine; :class:`SchedulerNotRunningError` (503) before boot or after stop."""
+    if scheduling.engine is None:
+        raise SchedulerNotRunningError(NOT_RUNNING)
+    return scheduling.engine
+
+
+def store_of(scheduling: Scheduling) -> Store:
+    """The running scheduler's store; :class:`SchedulerNotRunningError` (503) when stopped."""
+    if scheduling.store is None:
+        raise SchedulerNotRunningError(NOT_RUNNING)
+    return scheduling.store
 
 
 def _not_configured(

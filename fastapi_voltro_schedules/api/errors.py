@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
@@ -27,14 +28,17 @@ from ..errors import (
     InvalidQueryError,
     NotExternallyTriggeredError,
     OffCadenceError,
+    PayloadTooLargeError,
     RunNotFoundError,
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerNotRunningError,
     StoreUnavailableError,
     TokenNotConfiguredError,
+    TooLateArrivalError,
     TriggerRefusedError,
     VoltroError,
+    shown,
 )
 
 ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
@@ -47,8 +51,10 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (NotExternallyTriggeredError, 409, "not_external"),
     (OffCadenceError, 409, "off_cadence"),
     (FutureArrivalError, 409, "future"),
+    (TooLateArrivalError, 409, "too_late"),
     (TriggerRefusedError, 409, "refused"),
     (InvalidArrivalTimeError, 400, "invalid_scheduled_at"),
+    (PayloadTooLargeError, 413, "payload_too_large"),
     (BackfillRefusedError, 409, "backfill_refused"),
     (BackfillRequestError, 422, "invalid_backfill"),
     (InvalidQueryError, 422, "invalid_query"),
@@ -92,23 +98,93 @@ def error_response(error: VoltroError) -> JSONResponse:
         )
     elif isinstance(error, InvalidArrivalTimeError):
         body["header"] = error.header
+    elif isinstance(error, PayloadTooLargeError):
+        body["limitBytes"] = error.limit
     elif isinstance(error, StoreUnavailableError | SchedulerNotRunningError):
         headers["Retry-After"] = "5"
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
+MAX_BODY_BYTES = 16 * 1024
+"""The largest request body any route of ``schedules_router`` reads. The only body is a range
+backfill's ``{"from", "to", "confirm", "limit"}`` (under 200 bytes); anything bigger is refused
+with 413 before it is held in memory — a declared ``Content-Length`` before anything else, a
+chunked body as soon as it passes the cap."""
+
+
+def too_large(size: int | None = None) -> PayloadTooLargeError:
+    said = f" ({size:,} bytes)" if size is not None else ""
+    return PayloadTooLargeError(
+        f"the request body{said} is larger than the {MAX_BODY_BYTES:,} bytes these routes take "
+        '— a range backfill body is {"from", "to", "confirm", "limit"}, nothing more',
+        limit=MAX_BODY_BYTES,
+    )
+
+
+def check_declared_length(request: Request) -> None:
+    """413 for a declared ``Content-Length`` above :data:`MAX_BODY_BYTES`, before anything is
+    read (and before the token is checked: refusing a size reveals nothing)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large(int(declared))
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, read chunk by chunk and refused (413) as soon as it passes
+    :data:`MAX_BODY_BYTES`, so a chunked upload without a ``Content-Length`` is never held."""
+    check_declared_length(request)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise too_large()
+    return bytes(body)
+
+
+def validation_response(error: RequestValidationError) -> JSONResponse:
+    """FastAPI's parameter validation, answered in the package's shape (``detail`` a sentence
+    naming each field, ``code`` stable) and with every echoed value bounded: FastAPI's own 422
+    repeats each bad input whole, a 50 MB field included."""
+    problems: list[dict[str, Any]] = []
+    for item in error.errors():
+        loc = [part if isinstance(part, int) else shown(part, 60) for part in item.get("loc", ())]
+        problem: dict[str, Any] = {
+            "loc": loc,
+            "msg": shown(item.get("msg", ""), 200),
+            "type": item.get("type", ""),
+        }
+        if "input" in item:
+            problem["input"] = shown(item["input"])
+        problems.append(problem)
+    where = "; ".join(
+        f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}"
+        + (f" (got {problem['input']})" if "input" in problem else "")
+        for problem in problems[:5]
+    )
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    return JSONResponse(
+        {"detail": f"invalid request — {where}{more}", "code": "invalid_request",
+         "errors": problems[:20]},
+        status_code=422,
+    )  # fmt: skip
+
+
 class VoltroRoute(APIRoute):
     """An ``APIRoute`` whose domain errors — from the endpoint or a dependency — become
-    :func:`error_response` answers."""
+    :func:`error_response` answers, and whose parameter validation errors become bounded
+    :func:`validation_response` answers."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route_handler(request: Request) -> Response:
             try:
+                check_declared_length(request)
                 return await handler(request)
             except VoltroError as error:
                 return error_response(error)
+            except RequestValidationError as error:
+                return validation_response(error)
 
         return route_handler
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..backfill import (
@@ -30,17 +30,20 @@ from ..clock import iso_z
 from ..enums import RunStatus, TriggerMode
 from ..errors import (
     BackfillRefusedError,
+    BackfillRequestError,
     InvalidQueryError,
+    PayloadTooLargeError,
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerNotRunningError,
     StoreUnavailableError,
     VoltroError,
+    shown,
 )
 from ..pauses import MAX_REASON_LENGTH
 from ..store import PauseRecord, RunRecord
-from .auth import InspectAuth, OperatorAuth, OperatorRole, scheduling_of
-from .errors import VoltroRoute, error_responses
+from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of, store_of
+from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body
 from .trigger import RunView
 
 if TYPE_CHECKING:
@@ -83,8 +86,16 @@ class BackfillRequest(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    start: str = Field(alias="from", description="ISO-8601 instant with a zone; exclusive.")
-    end: str = Field(alias="to", description="ISO-8601 instant with a zone; inclusive.")
+    start: str = Field(
+        alias="from",
+        description="ISO-8601 instant with a zone; exclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
+    end: str = Field(
+        alias="to",
+        description="ISO-8601 instant with a zone; inclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
     confirm: bool = Field(default=False, description="Required above 25 occurrences.")
     limit: int | None = Field(
         default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
@@ -288,7 +299,12 @@ async def list_runs(
         str | None, Query(description="The nextCursor of the previous page (opaque).")
     ] = None,
     before: Annotated[
-        str | None, Query(description="Older paging: only runs scheduled before this instant.")
+        str | None,
+        Query(
+            description="Older paging: only runs scheduled before this instant (ISO-8601 with "
+            "a zone).",
+            json_schema_extra={"format": "date-time"},
+        ),
     ] = None,
 ) -> RunPage:
     scheduling = scheduling_of(request)
@@ -301,10 +317,7 @@ async def list_runs(
         before_at, before_id = decode_cursor(cursor)
     elif before is not None:
         before_at = parse_instant(before, "before")
-    store = scheduling.store
-    if store is None:
-        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
-    runs = await store.list_runs(
+    runs = await store_of(scheduling).list_runs(
         name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
     )
     page, more = runs[:limit], len(runs) > limit
@@ -323,19 +336,63 @@ async def list_runs(
     dependencies=[OperatorAuth],
 )
 async def fire(name: str, request: Request) -> FireAnswer:
-    run = await scheduling_of(request).fire_now(name)
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped, before the name is looked up
+    run = await scheduling.fire_now(name)
     return FireAnswer(status="accepted", run_id=run.id, scheduled_at=iso_z(run.scheduled_at))
+
+
+def _backfill_request(raw: bytes) -> BackfillRequest:
+    """The backfill body, or :class:`BackfillRequestError` (422) naming each bad field."""
+    try:
+        return BackfillRequest.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        problems = []
+        for item in exc.errors()[:5]:
+            where = ".".join(shown(str(p), 60) for p in item["loc"]) or "body"
+            got = f" (got {shown(item['input'])})" if "input" in item else ""
+            problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
+        raise BackfillRequestError(
+            "invalid backfill request — " + "; ".join(problems) + ' — send a JSON object '
+            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
+        ) from None
 
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/backfill",
     summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
-    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line.",
+    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line. The body is "
+    f"at most {MAX_BODY_BYTES:,} bytes (413 above).",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": BackfillRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
     dependencies=[OperatorAuth],
+    responses={
+        **error_responses(
+            BackfillRequestError,
+            BackfillRefusedError,
+            ScheduleNotFoundError,
+            PayloadTooLargeError,
+            SchedulerNotRunningError,
+        ),
+        200: {
+            "description": "NDJSON stream of progress lines, then a summary line",
+            "content": {"application/x-ndjson": {}},
+        },
+    },
 )
-async def backfill(name: str, body: BackfillRequest, request: Request) -> StreamingResponse:
+async def backfill(name: str, request: Request) -> StreamingResponse:
+    # The body is read here, after the router's token dependency ran: FastAPI reads a declared
+    # body parameter before any dependency, so unauthenticated posts were parsed whole.
     scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
+    body = _backfill_request(await read_body(request))
     plan = await scheduling.plan_backfill(
         name, body.start, body.end, confirm=body.confirm, limit=body.limit
     )
@@ -418,8 +475,7 @@ async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer
 async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
     """Answer 409 ``in-progress`` up front when a live range of this schedule holds the lock
     (a range that starts between this check and ours still ends as an ``error`` line)."""
-    assert scheduling.store is not None
-    holder = await scheduling.store.claim_holder(plan.schedule + LOCK_SUFFIX)
+    holder = await store_of(scheduling).claim_holder(plan.schedule + LOCK_SUFFIX)
     if holder is None:
         return
     held_by, claimed_at = holder

@@ -19,6 +19,7 @@ retry, redelivery or twin CronJob of one firing, on any replica, resolves to one
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from ..backfill import INSTANT_RANGE, out_of_range
 from ..clock import iso_z
 from ..coordination import Verdict
 from ..enums import Trigger, TriggerMode
@@ -42,6 +44,7 @@ from ..errors import (
     ScheduleNotFoundError,
     SchedulerNotRunningError,
     StoreUnavailableError,
+    TooLateArrivalError,
 )
 from ..external import FUTURE_TOLERANCE, SnapVerdict, snap
 from ..logs import logger
@@ -56,6 +59,10 @@ router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
 
 VOLTRO_SCHEDULED_AT = "X-Voltro-Scheduled-At"
 CLOUD_SCHEDULER_SCHEDULE_TIME = "X-CloudScheduler-ScheduleTime"
+
+RUN_ID_RE = re.compile(r"sr_[0-9a-f]{32}")
+"""The shape of every run id the package mints (``store.base.new_run_id``). Anything else
+cannot be a run, and is answered 404 without a query (a NUL byte made Postgres' driver fail)."""
 
 DUPLICATE_WAIT_SECONDS = 5.0
 """How long a duplicate waits for the first arrival's run row. The winner inserts its row
@@ -136,6 +143,10 @@ def parse_stated(header: str, value: str) -> datetime:
         raise InvalidArrivalTimeError(header, value) from None
     if stated.tzinfo is None or stated.utcoffset() is None:
         raise InvalidArrivalTimeError(header, value)
+    if out_of_range(stated):
+        raise InvalidArrivalTimeError(
+            header, value, f"is outside the instants this API takes ({INSTANT_RANGE})"
+        )
     return stated
 
 
@@ -180,6 +191,19 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             "it is due, or the real firing would be swallowed as a duplicate",
             now=iso_z(now),
             **facts,
+        )
+    if plan.verdict is SnapVerdict.TOO_LATE:
+        late_ms = int((now - plan.reference).total_seconds() * 1000)
+        raise TooLateArrivalError(
+            f'schedule "{name}": the arrival states {iso_z(plan.reference)}, {late_ms} ms '
+            f"before the app's clock ({iso_z(now)}) — more than the skew budget of "
+            f"{config.external_trigger_skew_ms} ms (VOLTRO_EXTERNAL_TRIGGER_SKEW_MS), so "
+            "nothing was fired: a replay of an old firing never runs its slot (again). If "
+            "deliveries really arrive this late, raise VOLTRO_EXTERNAL_TRIGGER_SKEW_MS; if "
+            "the caller's clock is behind, fix its time sync",
+            now=iso_z(now),
+            lateByMs=late_ms,
+            **{**facts, "skewBudgetMs": config.external_trigger_skew_ms},
         )
     if plan.verdict is SnapVerdict.OFF_CADENCE or plan.scheduled_at is None:
         newest = "none in the last 5 years" if plan.previous is None else iso_z(plan.previous)
@@ -263,6 +287,7 @@ def _waiting_here(
             ScheduleNotFoundError,
             OffCadenceError,
             FutureArrivalError,
+            TooLateArrivalError,
             NotExternallyTriggeredError,
             StoreUnavailableError,
         ),
@@ -278,7 +303,9 @@ async def trigger_schedule(
         Header(
             alias=VOLTRO_SCHEDULED_AT,
             description="The occurrence this arrival is for (ISO-8601 with offset); snapped "
-            "like the arrival time would be. Wins over X-CloudScheduler-ScheduleTime.",
+            "like the arrival time would be, and at most external_trigger_skew_ms before the "
+            "app's clock. Wins over X-CloudScheduler-ScheduleTime.",
+            json_schema_extra={"format": "date-time"},
         ),
     ] = None,
     x_cloudscheduler_scheduletime: Annotated[
@@ -286,6 +313,7 @@ async def trigger_schedule(
         Header(
             alias=CLOUD_SCHEDULER_SCHEDULE_TIME,
             description="Set by GCP Cloud Scheduler; read like X-Voltro-Scheduled-At.",
+            json_schema_extra={"format": "date-time"},
         ),
     ] = None,
 ) -> JSONResponse:
@@ -320,6 +348,8 @@ async def get_run(run_id: str, request: Request) -> JSONResponse:
     store = scheduling_of(request).store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    if RUN_ID_RE.fullmatch(run_id) is None:
+        raise RunNotFoundError(run_id, malformed=True)
     run = await store.get_run(run_id) or _waiting_here(
         scheduling_of(request), lambda r: r.id == run_id
     )
