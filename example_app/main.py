@@ -1,6 +1,15 @@
-"""Run it: ``uvicorn example_app.main:app`` (SQLite ledger in ./voltro.db by default)."""
+"""Run it: ``uvicorn example_app.main:app`` (SQLite ledger in ./voltro.db by default;
+``VOLTRO_DATABASE_URL=postgresql+asyncpg://...`` for replicas, after ``voltro migrate``).
+
+The app's own lifespan owns its database engine (``app.state.db``, which handlers reach as
+``ctx.app.state.db``) and composes the scheduler into it with ``scheduling.run(app)``; the
+scheduler shares that engine for its ledger.
+"""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_fastapi_instrumentator import Instrumentator
@@ -8,9 +17,26 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from fastapi_voltro_schedules import Scheduling, SchedulingConfig, schedules_router
 
 from .billing.routes import router as billing_router
+from .db import create_tables, make_engine
+from .logging_config import configure_logging
 
-scheduling = Scheduling.from_package("example_app", config=SchedulingConfig())
-app = FastAPI(title="voltro example", lifespan=scheduling.lifespan)
+configure_logging()
+engine = make_engine()
+scheduling = Scheduling.from_package("example_app", config=SchedulingConfig(), engine=engine)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.db = engine
+    await create_tables(engine)
+    try:
+        async with scheduling.run(app):  # boots the ledger, arms the timers; stops them on exit
+            yield
+    finally:
+        await engine.dispose()  # shared: the scheduler leaves an engine it was given to us
+
+
+app = FastAPI(title="voltro example", lifespan=lifespan)
 app.include_router(schedules_router)
 app.include_router(billing_router)
 

@@ -77,6 +77,17 @@ class Schedule:
     def max_runtime(self) -> timedelta:
         return timedelta(milliseconds=self.max_runtime_ms)
 
+    async def __call__(self, ctx: ScheduleContext) -> None:
+        """Run this schedule's target once with ``ctx`` — no ledger, no watchdog — as the
+        runner would: an ``async def`` is awaited, a ``def`` runs in a worker thread, a
+        ``workflow=`` target is started on ``ctx.workflows``. For tests::
+
+            await daily_digest(testing.make_context(daily_digest, at=...))
+        """
+        from .invoke import invoke_target
+
+        await invoke_target(self, ctx)
+
     def effective_trigger(self, app_default: TriggerMode | str) -> TriggerMode:
         """The schedule's own trigger, else the app-wide default."""
         return self.trigger if self.trigger is not None else TriggerMode(app_default)

@@ -1,19 +1,54 @@
-"""Helpers for testing schedules: a clock you move by hand.
+"""Helpers for testing schedules (see docs/testing.md).
+
+* :class:`ManualClock` — a clock you move by hand;
+* :func:`make_context` — the :class:`ScheduleContext` a handler gets, for ``await schedule(ctx)``;
+* :func:`run_once` — one firing through the real runner (watchdog, ledger row) against an
+  in-memory SQLite ledger, returning the recorded run;
+* :func:`scheduling_for` / :func:`wait_for_run` — a whole scheduler on a manual clock and an
+  in-memory ledger (the ``voltro_scheduling`` pytest fixture is built on it).
 
 ::
 
     clock = ManualClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
-    scheduling = Scheduling(schedules=[...], clock=clock)
-    await clock.advance(60)   # timers due within the minute fire
+    async with scheduling_for([daily_digest], clock=clock) as scheduling:
+        await clock.advance(60)   # timers due within the minute fire
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from .context import ScheduleContext, WorkflowStarter
+from .enums import Trigger
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .definition import Schedule
+    from .scheduling import Scheduling
+    from .store import RunRecord
+
+__all__ = [
+    "MEMORY_LEDGER_URL",
+    "ManualClock",
+    "make_context",
+    "run_once",
+    "scheduling_for",
+    "wait_for_run",
+    "wait_for_runs",
+]
+
+MEMORY_LEDGER_URL = "sqlite+aiosqlite:///:memory:"
+"""An in-memory SQLite ledger: created at boot, gone at shutdown, no file."""
+
+TEST_REPLICA_ID = "test-replica"
 
 
 class ManualClock:
@@ -60,3 +95,190 @@ class ManualClock:
     def sleepers(self) -> int:
         """How many tasks are parked in :meth:`sleep`."""
         return len(self._sleepers)
+
+
+def _aware(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(
+            f"{what}={value!r} is naive — pass an aware datetime, e.g. "
+            "datetime(2026, 3, 2, 9, 0, tzinfo=ZoneInfo('Europe/Berlin'))"
+        )
+    return value.astimezone(UTC)
+
+
+def make_context(
+    schedule: Schedule,
+    at: datetime | None = None,
+    *,
+    trigger: Trigger | str = Trigger.SELF,
+    app: FastAPI | None = None,
+    workflows: WorkflowStarter | None = None,
+    clock: ManualClock | None = None,
+    run_id: str = "sr_test",
+) -> ScheduleContext:
+    """The context the runner would hand ``schedule``'s handler for the slot ``at``.
+
+    ``at`` is the slot (aware; stored as UTC); unset, it is the newest occurrence at or before
+    the clock's now. ``fired_at`` is ``clock.now()`` when a ``clock`` is given (so a test can
+    make a run late), else ``at``; the deadline is ``fired_at`` + ``max_runtime_ms``. Nothing
+    is recorded: ``await schedule(make_context(schedule, at=...))`` just runs the handler.
+    """
+    now = clock.now() if clock is not None else None
+    if at is None:
+        reference = now if now is not None else ManualClock().now()
+        slot = schedule.previous_occurrence(reference)
+        if slot is None:
+            raise ValueError(
+                f'schedule "{schedule.name}" has no occurrence at or before {reference} — '
+                "pass at=<an aware datetime>"
+            )
+    else:
+        slot = _aware(at, "at")
+    fired_at = now if now is not None else slot
+    return ScheduleContext(
+        scheduled_at=slot,
+        fired_at=fired_at,
+        run_id=run_id,
+        trigger=Trigger(trigger),
+        deadline=fired_at + schedule.max_runtime,
+        schedule=schedule,
+        app=app,
+        workflows=workflows,
+    )
+
+
+@asynccontextmanager
+async def scheduling_for(
+    schedules: Iterable[Schedule],
+    *,
+    clock: ManualClock | None = None,
+    app: FastAPI | None = None,
+    arm: bool = True,
+    **config: Any,
+) -> AsyncIterator[Scheduling]:
+    """A running :class:`Scheduling` of ``schedules`` on a :class:`ManualClock` (``clock``, or
+    one at 2026-01-01 UTC, as ``scheduling.clock``) and an in-memory SQLite ledger.
+
+    ``config`` are :class:`SchedulingConfig` fields (``database_url`` defaults to the in-memory
+    ledger, ``replica_id`` to ``"test-replica"``). ``arm=False`` arms no timer: only
+    ``fire_now`` runs anything. With ``app``, its ``state.scheduling``/``state.workflows`` are
+    put back as they were on exit.
+    """
+    from .config import SchedulingConfig
+    from .scheduling import Scheduling
+
+    settings: dict[str, Any] = {"database_url": MEMORY_LEDGER_URL, "replica_id": TEST_REPLICA_ID}
+    settings.update(config)
+    workflows = settings.pop("workflows", None)
+    scheduling = Scheduling(
+        schedules,
+        config=SchedulingConfig(**settings),
+        clock=clock if clock is not None else ManualClock(),
+        workflows=workflows,
+    )
+    saved = (
+        {k: getattr(app.state, k, None) for k in ("scheduling", "workflows")} if app else {}
+    )
+    try:
+        async with scheduling.run(app, arm=arm):
+            yield scheduling
+    finally:
+        if app is not None:
+            for key, value in saved.items():
+                setattr(app.state, key, value)
+
+
+async def wait_for_run(
+    scheduling: Scheduling, run_id: str, *, timeout: float = 5.0
+) -> RunRecord:
+    """Wait (real time, polling the ledger) until run ``run_id`` is terminal; return its row.
+
+    The clock is manual, but the handler and the ledger still take real time. Raises
+    ``TimeoutError`` naming the run and its last status after ``timeout`` seconds.
+    """
+    store = scheduling.store
+    if store is None:
+        raise RuntimeError("the scheduling is not running — call this inside scheduling_for()")
+    last: RunRecord | None = None
+    with anyio.move_on_after(timeout):
+        while True:
+            last = await store.get_run(run_id)
+            if last is not None and last.status.terminal:
+                return last
+            await anyio.sleep(0.002)
+    status = "absent" if last is None else last.status.value
+    raise TimeoutError(f"run {run_id} is still {status} after {timeout} s")
+
+
+async def wait_for_runs(
+    scheduling: Scheduling, name: str, count: int = 1, *, timeout: float = 5.0
+) -> list[RunRecord]:
+    """Wait until schedule ``name`` has at least ``count`` runs and all of them are terminal;
+    return them oldest slot first. ``TimeoutError`` (with what is there) after ``timeout``."""
+    store = scheduling.store
+    if store is None:
+        raise RuntimeError("the scheduling is not running — call this inside scheduling_for()")
+    runs: list[RunRecord] = []
+    with anyio.move_on_after(timeout):
+        while True:
+            runs = sorted(await store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
+            if len(runs) >= count and all(r.status.terminal for r in runs):
+                return runs
+            await anyio.sleep(0.002)
+    seen = ", ".join(f"{r.scheduled_at.isoformat()} {r.status.value}" for r in runs) or "none"
+    raise TimeoutError(f'schedule "{name}": wanted {count} finished run(s) after {timeout} s, '
+                       f"have: {seen}")
+
+
+async def run_once(
+    schedule: Schedule,
+    at: datetime | None = None,
+    *,
+    app: FastAPI | None = None,
+    workflows: WorkflowStarter | None = None,
+    elapse: float = 0.0,
+    timeout: float = 5.0,
+) -> RunRecord:
+    """Run the firing of ``schedule`` for slot ``at`` through the real runner; return its row.
+
+    ``at`` must be an occurrence of the cron (default: the first one after 2026-01-01 UTC).
+    A scheduler on an in-memory SQLite ledger and a :class:`ManualClock` at ``at`` runs that
+    one slot the way an operator's backfill does (``Scheduling.backfill``: recorded with
+    ``trigger="manual"`` and ``scheduled_at`` = ``at``): the handler runs under its watchdog
+    and heartbeat, and the returned row says how it ended — ``status``, ``error_tag`` (the
+    exception's class name, or ``"timeout"``) and ``error_message``.
+
+    ``elapse`` moves the manual clock that many seconds once the handler has started: past the
+    schedule's ``max_runtime_ms`` the watchdog ends a handler still running (``failed`` /
+    ``timeout``) without a real wait. ``timeout`` bounds the real wait (``TimeoutError``).
+    """
+    if at is None:
+        slot = schedule.next_occurrence(ManualClock().now())
+    else:
+        slot = _aware(at, "at")
+        previous = schedule.previous_occurrence(slot)
+        if previous != slot:
+            nearest = schedule.next_occurrence(slot)
+            before = "none" if previous is None else previous.isoformat()
+            raise ValueError(
+                f'at={slot.isoformat()} is not an occurrence of schedule "{schedule.name}" '
+                f'(cron "{schedule.cron}" in {schedule.timezone}) — the nearest are '
+                f"{before} and {nearest.isoformat()}"
+            )
+    clock = ManualClock(slot)
+    async with scheduling_for(
+        [schedule], clock=clock, app=app, arm=False, workflows=workflows
+    ) as scheduling:
+        store = scheduling.store
+        assert store is not None  # running
+        with anyio.fail_after(timeout):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    scheduling.backfill, schedule.name, slot - timedelta(microseconds=1), slot
+                )
+                while not await store.list_runs(schedule.name, limit=1):
+                    await anyio.sleep(0.002)
+                if elapse:
+                    await clock.advance(elapse)
+        (run,) = await store.list_runs(schedule.name, limit=2)
+        return run

@@ -56,7 +56,15 @@ def uvicorn_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Replace the uvicorn launch with a recorder; each call also snapshots the env."""
     calls: list[dict[str, Any]] = []
 
-    def record(spec: str, host: str, port: int, app_dir: Path, *, reload: bool) -> None:
+    def record(
+        spec: str,
+        host: str,
+        port: int,
+        app_dir: Path,
+        *,
+        reload: bool,
+        server: cli.serve.ServerOptions | None = None,
+    ) -> None:
         calls.append(
             {
                 "spec": spec,
@@ -64,6 +72,7 @@ def uvicorn_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
                 "port": port,
                 "app_dir": app_dir,
                 "reload": reload,
+                "server": server,
                 "env": {k: os.environ.get(k) for k in (TRIGGER, INSPECT, DEV)},
             }
         )
@@ -339,6 +348,77 @@ def test_serve_with_tokens_set_prints_no_note_and_no_token(
     assert uvicorn_calls[0]["env"][TRIGGER] == "prod-trigger-secret"
 
 
+@pytest.mark.parametrize("command", ["serve", "start"])
+def test_serve_follows_fastapi_run_defaults(
+    command: str, clean_env: None, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    """Like ``fastapi run``: every address, port 8000, one worker, proxy headers on (trusted
+    from uvicorn's default peers), no root path; ``dev`` stays on the loopback."""
+    result = CliRunner().invoke(cli_app, [command, "--app", "m:app"])
+    assert result.exit_code == 0, result.output
+    [call] = uvicorn_calls
+    assert (call["host"], call["port"], call["reload"]) == ("0.0.0.0", 8000, False)
+    assert call["server"] == cli.serve.ServerOptions(
+        workers=None, proxy_headers=True, forwarded_allow_ips=None, root_path=""
+    )
+    CliRunner().invoke(cli_app, ["dev", "--app", "m:app"], env={TRIGGER: "t", INSPECT: "i"})
+    assert uvicorn_calls[-1]["host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("command", ["serve", "start"])
+def test_serve_passes_workers_proxy_headers_and_root_path(
+    command: str, clean_env: None, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    result = CliRunner().invoke(
+        cli_app,
+        [command, "--app", "m:app", "--host", "127.0.0.1", "--workers", "3",
+         "--no-proxy-headers", "--forwarded-allow-ips", "10.0.0.0/8,192.168.1.7",
+         "--root-path", "/api"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [call] = uvicorn_calls
+    assert call["host"] == "127.0.0.1"
+    assert call["server"] == cli.serve.ServerOptions(
+        workers=3,
+        proxy_headers=False,
+        forwarded_allow_ips="10.0.0.0/8,192.168.1.7",
+        root_path="/api",
+    )
+
+
+def test_serve_refuses_zero_workers(clean_env: None, uvicorn_calls: list[dict[str, Any]]) -> None:
+    result = CliRunner().invoke(cli_app, ["serve", "--app", "m:app", "--workers", "0"])
+    assert result.exit_code == 2
+    assert "--workers" in plain(result.output)
+    assert uvicorn_calls == []
+
+
+def test_run_uvicorn_hands_every_option_to_uvicorn(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The recorder above replaces ``_run_uvicorn``; this checks ``_run_uvicorn`` itself."""
+    import uvicorn
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.append((app, kw)))
+    options = cli.serve.ServerOptions(
+        workers=2, proxy_headers=False, forwarded_allow_ips="*", root_path="/x"
+    )
+    cli.serve._run_uvicorn("m:app", "0.0.0.0", 9000, tmp_path, reload=False, server=options)
+    [(app, kwargs)] = seen
+    assert app == "m:app"
+    assert kwargs == {
+        "host": "0.0.0.0",
+        "port": 9000,
+        "reload": False,
+        "app_dir": str(tmp_path.resolve()),
+        "workers": 2,
+        "proxy_headers": False,
+        "forwarded_allow_ips": "*",
+        "root_path": "/x",
+    }
+
+
 def test_help_lists_dev_serve_start_and_migrate() -> None:
     result = CliRunner().invoke(cli_app, ["--help"])
     assert result.exit_code == 0
@@ -351,11 +431,13 @@ def test_help_lists_dev_serve_start_and_migrate() -> None:
 
 def test_start_takes_the_same_options_as_serve() -> None:
     def options(command: str) -> list[str]:
-        out = CliRunner().invoke(cli_app, [command, "--help"]).output
+        # Wide enough that rich does not cut a long option name in its table.
+        out = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "200"}).output
         return sorted(set(re.findall(r"--[a-z-]+", out)))
 
     assert options("start") == options("serve")
-    assert {"--app", "--host", "--port", "--app-dir"} <= set(options("serve"))
+    assert {"--app", "--host", "--port", "--app-dir", "--workers", "--proxy-headers",
+            "--no-proxy-headers", "--forwarded-allow-ips", "--root-path"} <= set(options("serve"))
     assert {"--reload", "--no-reload"} <= set(options("dev"))
     assert "--reload" not in options("serve")
 

@@ -49,5 +49,5 @@ def test_example_app_fires_every_second_under_uvicorn(tmp_path: Path) -> None:
     assert len(set(slots)) == len(slots)  # distinct: no slot ran twice
     assert all(s.microsecond == 0 for s in slots)  # cron-derived, not now()
     # What the user sees under a plain `uvicorn app:app`.
-    assert "scheduler: starting  total=5 self=5 external=0 coordinator=single" in log
+    assert "scheduler: starting  total=6 self=5 external=1 coordinator=single" in log
     assert "heartbeat" in log and "dailyDigest" in log

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -56,6 +57,39 @@ AppDirOption = Annotated[
         "uvicorn's --app-dir).",
     ),
 ]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Worker processes (uvicorn's --workers). Each worker is a replica with its own "
+        "scheduler and replica id: run several only on a Postgres or MariaDB ledger, where "
+        "coordination keeps every slot to one run.",
+    ),
+]
+ProxyHeadersOption = Annotated[
+    bool,
+    typer.Option(
+        "--proxy-headers/--no-proxy-headers",
+        help="Read X-Forwarded-Proto/-For/-Port to populate the client address and scheme "
+        "(only from --forwarded-allow-ips).",
+    ),
+]
+ForwardedAllowIpsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--forwarded-allow-ips",
+        help="Comma-separated IPs (or networks) trusted to send proxy headers; '*' trusts "
+        "every peer. Unset: uvicorn's default, $FORWARDED_ALLOW_IPS or 127.0.0.1.",
+    ),
+]
+RootPathOption = Annotated[
+    str,
+    typer.Option(
+        "--root-path",
+        help="The path prefix a proxy serves the app under (ASGI root_path), e.g. /api.",
+    ),
+]
 ReloadOption = Annotated[
     bool,
     typer.Option("--reload/--no-reload", help="Restart the server when a .py file changes."),
@@ -67,12 +101,47 @@ TOKEN_LABELS = (
 )
 
 
-def _run_uvicorn(spec: str, host: str, port: int, app_dir: Path, *, reload: bool) -> None:
+SERVE_HOST = "0.0.0.0"
+"""``serve`` binds every address, like ``fastapi run``: in a container the probes and the
+Service reach the pod's own IP, never its loopback. ``dev`` keeps 127.0.0.1 (``fastapi dev``)."""
+DEV_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """What ``serve`` adds to uvicorn's call, beside the bind address (``fastapi run``'s set)."""
+
+    workers: int | None = None
+    proxy_headers: bool = True
+    forwarded_allow_ips: str | None = None
+    root_path: str = ""
+
+
+def _run_uvicorn(
+    spec: str,
+    host: str,
+    port: int,
+    app_dir: Path,
+    *,
+    reload: bool,
+    server: ServerOptions | None = None,
+) -> None:
     import uvicorn
 
-    # uvicorn.run puts app_dir first on sys.path; the reloader's spawned children inherit it,
-    # and they inherit os.environ (the tokens, VOLTRO_DEV) too.
-    uvicorn.run(spec, host=host, port=port, reload=reload, app_dir=str(app_dir.resolve()))
+    server = server or ServerOptions()
+    # uvicorn.run puts app_dir first on sys.path; the reloader's (and the workers') spawned
+    # children inherit it, and they inherit os.environ (the tokens, VOLTRO_DEV) too.
+    uvicorn.run(
+        spec,
+        host=host,
+        port=port,
+        reload=reload,
+        app_dir=str(app_dir.resolve()),
+        workers=server.workers,
+        proxy_headers=server.proxy_headers,
+        forwarded_allow_ips=server.forwarded_allow_ips,
+        root_path=server.root_path,
+    )
 
 
 def dev_environment(
@@ -120,7 +189,9 @@ DEV_HELP = (
     "VOLTRO_INSPECT_TOKEN, unless you set those yourself. Sets VOLTRO_DEV=1."
 )
 SERVE_HELP = (
-    "Run the app for production (alias: start). Mints no tokens, prints none.\n\n"
+    "Run the app for production (alias: start), like `fastapi run`: binds 0.0.0.0 (every "
+    "address, as a container needs; pass --host 127.0.0.1 to keep it local), no reload, "
+    "proxy headers read from --forwarded-allow-ips. Mints no tokens, prints none.\n\n"
     "The trigger and inspect routes answer 503 until VOLTRO_SCHEDULE_TRIGGER_TOKEN and "
     "VOLTRO_INSPECT_TOKEN are set."
 )
@@ -130,7 +201,7 @@ START_HELP = "Alias of serve: run the app for production. Mints no tokens, print
 @app.command(help=DEV_HELP)
 def dev(
     app_spec: ServeAppOption,
-    host: HostOption = "127.0.0.1",
+    host: HostOption = DEV_HOST,
     port: PortOption = 8000,
     app_dir: AppDirOption = Path("."),
     reload: ReloadOption = True,
@@ -160,7 +231,9 @@ def serve_note(environ: MutableMapping[str, str] | None = None) -> str | None:
     return f"{routes} will answer 503 until {' / '.join(unset)} {verb} set"
 
 
-def _serve(command: str, spec: str, host: str, port: int, app_dir: Path) -> None:
+def _serve(
+    command: str, spec: str, host: str, port: int, app_dir: Path, server: ServerOptions
+) -> None:
     if devtokens.is_dev_mode():
         # Dev mode is what `voltro dev` sets; an exported VOLTRO_DEV must not leak into prod.
         typer.echo(f"voltro {command}: ignoring {devtokens.DEV_ENV} (use voltro dev)", err=True)
@@ -168,26 +241,36 @@ def _serve(command: str, spec: str, host: str, port: int, app_dir: Path) -> None
     note = serve_note()
     if note:
         typer.echo(f"voltro {command}: {note}", err=True)
-    _run_uvicorn(spec, host, port, app_dir, reload=False)
+    _run_uvicorn(spec, host, port, app_dir, reload=False, server=server)
 
 
 @app.command(help=SERVE_HELP)
 def serve(
     app_spec: ServeAppOption,
-    host: HostOption = "127.0.0.1",
+    host: HostOption = SERVE_HOST,
     port: PortOption = 8000,
     app_dir: AppDirOption = Path("."),
+    workers: WorkersOption = None,
+    proxy_headers: ProxyHeadersOption = True,
+    forwarded_allow_ips: ForwardedAllowIpsOption = None,
+    root_path: RootPathOption = "",
 ) -> None:
     """``voltro serve`` (help text: :data:`SERVE_HELP`)."""
-    _serve("serve", app_spec, host, port, app_dir)
+    server = ServerOptions(workers, proxy_headers, forwarded_allow_ips, root_path)
+    _serve("serve", app_spec, host, port, app_dir, server)
 
 
 @app.command(help=START_HELP)
 def start(
     app_spec: ServeAppOption,
-    host: HostOption = "127.0.0.1",
+    host: HostOption = SERVE_HOST,
     port: PortOption = 8000,
     app_dir: AppDirOption = Path("."),
+    workers: WorkersOption = None,
+    proxy_headers: ProxyHeadersOption = True,
+    forwarded_allow_ips: ForwardedAllowIpsOption = None,
+    root_path: RootPathOption = "",
 ) -> None:
     """``voltro start``, the alias of :func:`serve`."""
-    _serve("start", app_spec, host, port, app_dir)
+    server = ServerOptions(workers, proxy_headers, forwarded_allow_ips, root_path)
+    _serve("start", app_spec, host, port, app_dir, server)

@@ -1,0 +1,35 @@
+"""The app's own database: one ``AsyncEngine``, shared with the scheduler's ledger.
+
+The ledger tables (``_voltro_*``) and the app's tables live in the same database; the app
+creates its own table at startup (a real app would use its own Alembic, see docs/migrations.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+metadata = MetaData()
+
+digests = Table(
+    "example_digests",
+    metadata,
+    Column("slot", DateTime(timezone=True), primary_key=True),
+    Column("recipients", Integer, nullable=False),
+    Column("sent_by", String(200), nullable=False),
+)
+
+
+def database_url() -> str:
+    return os.environ.get("VOLTRO_DATABASE_URL", "sqlite+aiosqlite:///./voltro.db")
+
+
+def make_engine(url: str | None = None) -> AsyncEngine:
+    return create_async_engine(url or database_url())
+
+
+async def create_tables(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
