@@ -151,6 +151,7 @@ class Engine:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self.maintenance.retention_loop)
                     runs.start_soon(self.maintenance.reaper_loop)
+                    runs.start_soon(self.runner.ledger.holes.loop)
                     task_status.started()
                     await self.timer.run()
                 await self._drain()
