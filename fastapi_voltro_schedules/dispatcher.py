@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 from .clock import iso_z
 from .coordination import Admission, Verdict
 from .enums import Coordination, CoordinationOutcome, Trigger
-from .errors import StoreUnavailableError
+from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
 from .ledger import record_missed_slots
 from .logs import logger
 from .planning import plan_fall_behind
@@ -78,6 +78,10 @@ class Dispatcher:
         self.broadcast = broadcast
         """Tell other replicas about terminal writes (``change_strategy="cdc"``)."""
         self._runs: TaskGroup | None = None
+        self.closing = False
+        """Shutdown began: nothing new is admitted (see :meth:`admit`)."""
+        self._manual: dict[str, str | None] = {}
+        """Per schedule, the Run now in flight here (its run id; ``None`` while admitting)."""
 
     def bind(self, runs: TaskGroup | None) -> None:
         """The task group background runs live in (the engine's; ``None`` when stopped)."""
@@ -90,7 +94,19 @@ class Dispatcher:
     # -- the entries ----------------------------------------------------------------------
 
     async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
-        """Admission only (the row is written; nothing is started): :meth:`carry` runs it."""
+        """Admission only (the row is written; nothing is started): :meth:`carry` runs it.
+
+        Once shutdown began nothing is admitted: a ``running`` row written now would have no
+        handler behind it. An external arrival, Run now or range step is refused with
+        :class:`SchedulerShuttingDownError` (503: the caller retries, on another replica); a
+        clock-driven slot is left to the next process's catch-up."""
+        if self.closing:
+            if trigger is Trigger.SELF:
+                return Admission(Verdict.UNAVAILABLE)
+            raise SchedulerShuttingDownError(
+                f'the scheduler is shutting down — "{schedule.name}" was not fired and nothing '
+                "was recorded; retry (another replica, or this one once it is back)"
+            )
         return await self.admitter.admit(schedule, slot, trigger)
 
     async def fire(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> RunStatus | None:
@@ -100,6 +116,12 @@ class Dispatcher:
     async def submit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Firing:
         """Fire one slot; return as soon as its row exists (``running``, ``queued`` or
         ``skipped``). The run, or its wait in line, continues in the background."""
+        if self._runs is None and not self.closing:
+            # No task group to run it in (armed=False, or stopped): a row written now would
+            # never get its handler.
+            raise SchedulerShuttingDownError(
+                f'the scheduler runs no background firings now — "{schedule.name}" was not fired'
+            )
         firing = Firing(await self.admit(schedule, slot, trigger))
         if firing.admission.verdict in (Verdict.RUN, Verdict.QUEUED):
             self.spawn(self._carry_into, schedule, firing)
@@ -153,14 +175,33 @@ class Dispatcher:
             await self.fire(schedule, slot, Trigger.SELF)
 
     async def fire_now(self, schedule: Schedule) -> RunRecord:
-        """Run now: always runs, ``trigger="manual"``, no coordination, no overlap rule.
+        """Run now: ``trigger="manual"``, no coordination, no overlap rule — but at most one
+        Run now of a schedule in flight per process (:class:`RunNowBusyError` beyond: a
+        double-click, or a script in a loop, must not start handlers without bound).
         Returns once the run row exists; the handler runs in the background."""
-        firing = await self.submit(schedule, self.clock.now(), Trigger.MANUAL)
-        if firing.admission.run is None:
+        if schedule.name in self._manual:
+            raise RunNowBusyError(schedule.name, self._manual[schedule.name])
+        self._manual[schedule.name] = None
+        try:
+            firing = await self.submit(schedule, self.clock.now(), Trigger.MANUAL)
+        except BaseException:
+            del self._manual[schedule.name]
+            raise
+        run = firing.admission.run
+        if run is None:
+            del self._manual[schedule.name]
             raise StoreUnavailableError(
                 f'could not record a Run now of "{schedule.name}" — the ledger is unreachable'
             )
-        return firing.admission.run
+        self._manual[schedule.name] = run.id
+        self.spawn(self._release_manual, schedule.name, firing)
+        return run
+
+    async def _release_manual(self, name: str, firing: Firing) -> None:
+        try:
+            await firing.finished()
+        finally:
+            self._manual.pop(name, None)
 
     async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus:
         """Run one slot as an operator instruction (``trigger="manual"``) and wait for it;

@@ -172,7 +172,8 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
-        ``failed``/``shutdown``)."""
+        ``failed``/``shutdown``). From here nothing new is admitted."""
+        self.dispatcher.closing = True
         if self._timer_scope is not None:
             self._timer_scope.cancel()
         await self._stopped.wait()

@@ -16,6 +16,8 @@
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
+    │   └── SchedulerShuttingDownError  shutdown began: nothing new is admitted
+    ├── RunNowBusyError           a Run now of the schedule is still in flight in this process
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
@@ -75,6 +77,24 @@ class RunNotFoundError(VoltroError, LookupError):
 
 class SchedulerNotRunningError(VoltroError):
     """The scheduler of the app is not running: its lifespan never started, or it stopped."""
+
+
+class SchedulerShuttingDownError(SchedulerNotRunningError):
+    """The app is shutting down: nothing new is admitted (no row is written), retry."""
+
+
+class RunNowBusyError(VoltroError):
+    """A Run now of this schedule is still in flight in this process (at most one at a time):
+    nothing was fired."""
+
+    def __init__(self, name: str, run_id: str | None) -> None:
+        held = f" (run {run_id})" if run_id else ""
+        super().__init__(
+            f'schedule "{name}": a Run now is still in flight in this process{held} — '
+            "nothing was fired; wait for it to finish (poll its run) and ask again"
+        )
+        self.name = name
+        self.run_id = run_id
 
 
 class TriggerRefusedError(VoltroError):

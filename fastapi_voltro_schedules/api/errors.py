@@ -26,8 +26,10 @@ from ..errors import (
     NotExternallyTriggeredError,
     OffCadenceError,
     RunNotFoundError,
+    RunNowBusyError,
     ScheduleNotFoundError,
     SchedulerNotRunningError,
+    SchedulerShuttingDownError,
     StoreUnavailableError,
     TokenNotConfiguredError,
     TriggerRefusedError,
@@ -47,6 +49,8 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (BackfillRefusedError, 409, "backfill_refused"),
     (BackfillRequestError, 422, "invalid_backfill"),
     (StoreUnavailableError, 503, "store_unavailable"),
+    (RunNowBusyError, 409, "busy"),
+    (SchedulerShuttingDownError, 503, "shutting_down"),
     (SchedulerNotRunningError, 503, "scheduler_not_running"),
     (VoltroError, 500, "error"),
 )
@@ -75,6 +79,8 @@ def error_response(error: VoltroError) -> JSONResponse:
         body.update(
             reason=error.reason, count=error.count, alreadySucceeded=error.already_succeeded
         )
+    elif isinstance(error, RunNowBusyError):
+        body["runId"] = error.run_id
     elif isinstance(error, InvalidArrivalTimeError):
         body["header"] = error.header
     elif isinstance(error, StoreUnavailableError | SchedulerNotRunningError):

@@ -76,6 +76,10 @@ async def proxied(url: str) -> AsyncIterator[tuple[TcpProxy, str]]:
         yield proxy, db.set(port=proxy.port).render_as_string(hide_password=False)
 
 
+def client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
 async def rows_of(s: Scheduling, name: str) -> list[RunRecord]:
     assert s.store is not None
     return sorted(await s.store.list_runs(name, limit=1000), key=lambda r: (r.scheduled_at, r.id))
@@ -240,3 +244,184 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
             rows = await rows_of(s, "job")
     assert reaped == 0
     assert [(r.status, r.error_tag) for r in rows] == [(RunStatus.SUCCEEDED, None)]
+
+
+# -- 4b. nothing admitted once shutdown began; 5. Run now is bounded ---------------------------
+
+INSPECT = "inspect-5a6b7c8d-not-a-real-secret"
+INSPECT_AUTH = {"Authorization": f"Bearer {INSPECT}"}
+
+
+class Gate:
+    """A handler that holds until released, counting how many are inside at once."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.inside = 0
+        self.most = 0
+        self.entered = 0
+
+    async def __call__(self, ctx: ScheduleContext) -> None:
+        self.entered += 1
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            await self.release.wait()
+        finally:
+            self.inside -= 1
+
+
+async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
+    """While the app drains (a run in flight holds it within its grace period), a Run now and
+    an external arrival used to write ``running`` rows whose handlers never started. Now both
+    answer 503 ``shutting_down`` and write nothing."""
+    gate = Gate()
+    held = define_schedule(name="held", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    other = define_schedule(name="other", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    ext = define_schedule(
+        name="ext", cron="* * * * *", timezone="UTC", trigger="external", handler=gate
+    )
+    config = SchedulingConfig(
+        database_url=sqlite_url,
+        replica_id="solo",
+        shutdown_grace_ms=10_000,
+        schedule_trigger_token=TOKEN,
+        inspect_token=INSPECT,
+        external_missed_policy="off",
+    )
+    s = Scheduling([held, other, ext], config=config, clock=ManualClock(T1))
+    app = FastAPI()
+    app.include_router(schedules_router)
+    stop = anyio.Event()
+    answers: dict[str, httpx.Response] = {}
+
+    async def serve() -> None:
+        async with s.run(app):
+            await stop.wait()
+
+    async with (
+        anyio.create_task_group() as tg,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        tg.start_soon(serve)
+        await until(lambda: _true(s.engine is not None and s.store is not None))
+        first = await http.post("/_voltro/inspect/schedules/held/fire", headers=INSPECT_AUTH)
+        assert first.status_code == 202, first.text
+        await until(lambda: _true(gate.inside == 1))
+        stop.set()  # shutdown begins; the held run keeps it draining
+        assert s.engine is not None
+        await until(lambda: _true(s.engine is not None and s.engine.dispatcher.closing))
+        answers["fire"] = await http.post(
+            "/_voltro/inspect/schedules/other/fire", headers=INSPECT_AUTH
+        )
+        answers["trigger"] = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+        gate.release.set()
+    for answer in answers.values():
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["code"] == "shutting_down", answer.text
+    async with s.run(arm=False):
+        assert s.store is not None
+        rows = await s.store.list_runs(None, limit=100)
+    assert [(r.name, r.status) for r in rows] == [("held", RunStatus.SUCCEEDED)]
+    assert gate.entered == 1
+
+
+T1 = datetime(2031, 3, 1, 12, 0, 5, tzinfo=UTC)
+
+
+async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url: str) -> None:
+    """Concurrent Run now calls used to start a handler each, without bound. Now a second one
+    while the first is in flight answers 409 ``busy`` naming the run in flight; once it
+    finished, Run now runs again. Other schedules are not held up."""
+    gate = Gate()
+    job = define_schedule(name="job", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    side = define_schedule(name="side", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    config = SchedulingConfig(
+        database_url=sqlite_url, replica_id="solo", inspect_token=INSPECT, shutdown_grace_ms=0
+    )
+    s = Scheduling([job, side], config=config, clock=ManualClock(T1))
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with (
+        s.run(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        fire = "/_voltro/inspect/schedules/{}/fire"
+        burst = [await http.post(fire.format("job"), headers=INSPECT_AUTH) for _ in range(5)]
+        assert [r.status_code for r in burst] == [202, 409, 409, 409, 409], burst
+        first_id = burst[0].json()["runId"]
+        assert {r.json()["code"] for r in burst[1:]} == {"busy"}
+        assert {r.json()["runId"] for r in burst[1:]} == {first_id}
+        assert (await http.post(fire.format("side"), headers=INSPECT_AUTH)).status_code == 202
+        await until(lambda: _true(gate.inside == 2))
+        gate.release.set()
+
+        async def finished() -> bool:
+            assert s.store is not None
+            run = await s.store.get_run(first_id)
+            return run is not None and run.terminal
+
+        await until(finished)
+        await anyio.sleep(0.05)
+        again = await http.post(fire.format("job"), headers=INSPECT_AUTH)
+        assert again.status_code == 202, again.text
+        assert gate.most == 2
+
+
+@pytest.mark.postgres
+async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_record(
+    postgres_url: str,
+) -> None:
+    """Replica A claims an external slot and cannot record its run (its link is cut between
+    the two): 503. The platform's retry lands on replica B while A still holds the claim.
+    Before the fix B answered ``200 duplicate, runId: null`` and the slot never ran; now A
+    releases the claim once its link is back and B, still answering the retry, runs it."""
+    ran: list[str] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        ran.append(ctx.run_id)
+
+    ext = define_schedule(
+        name="ext", cron="* * * * *", timezone="UTC", trigger="external", handler=handler
+    )
+    async with proxied(postgres_url) as (proxy, through):
+        apps: list[FastAPI] = []
+        replicas: list[Scheduling] = []
+        for replica, url in (("a", through), ("b", postgres_url)):
+            config = SchedulingConfig(
+                database_url=url,
+                replica_id=replica,
+                schedule_trigger_token=TOKEN,
+                external_missed_policy="off",
+            )
+            replicas.append(Scheduling([ext], config=config, clock=ManualClock(T1)))
+            apps.append(FastAPI())
+            apps[-1].include_router(schedules_router)
+        a, b = replicas
+        async with (
+            a.run(apps[0]),
+            b.run(apps[1]),
+            client(apps[0]) as ha,
+            client(apps[1]) as hb,
+        ):
+            cut_before(inner_store(a), "insert_runs", proxy, lambda runs: runs[0].name == "ext")
+            first = await ha.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert first.status_code == 503, first.text
+
+            async def restore_soon() -> None:
+                await anyio.sleep(1.0)
+                proxy.restore()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(restore_soon)
+                retry = await hb.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert retry.status_code == 202, retry.text
+            run_id = retry.json()["runId"]
+
+            async def done() -> bool:
+                return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(b, "ext"))
+
+            await until(done)
+            rows = await rows_of(b, "ext")
+    assert ran == [run_id]
+    assert [(r.status, r.replica_id) for r in rows] == [(RunStatus.SUCCEEDED, "b")]
