@@ -22,6 +22,7 @@
     ├── SchemaError               the ledger tables are missing or behind head
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
     ├── BackfillRefusedError      a range backfill was refused, nothing fired (count, reason)
+    ├── BackfillStoppedError      a range backfill stopped part-way (reason, fired so far)
     └── StoreUnavailableError     the database could not be reached (fail closed)
 
 Messages name the schedule, the field, the bad value and the fix: they end up in boot logs
@@ -168,3 +169,15 @@ class BackfillRefusedError(VoltroError):
         self.reason = reason
         self.count = count
         self.already_succeeded = already_succeeded
+
+
+class BackfillStoppedError(VoltroError):
+    """A range backfill stopped part-way, after its in-flight slot finished: its lock passed
+    to someone else (``reason="lock-lost"``) or a slot could not be recorded
+    (``"store-unavailable"``). The slots before it ran; none after it fired."""
+
+    def __init__(self, message: str, *, reason: str, fired: int, remaining: int) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.fired = fired
+        self.remaining = remaining

@@ -186,7 +186,13 @@ class Scheduling:
         """Check a range backfill without firing (raises when it would be refused)."""
         schedule = self.schedule(name)
         return await plan_range(
-            self.running_engine().store, schedule, start, end, confirm=confirm, limit=limit
+            self.running_engine().store,
+            schedule,
+            start,
+            end,
+            confirm=confirm,
+            limit=limit,
+            now=self.clock.now(),
         )
 
     async def backfill(

@@ -21,6 +21,7 @@ from ..errors import (
     AuthenticationError,
     BackfillRefusedError,
     BackfillRequestError,
+    BackfillStoppedError,
     FutureArrivalError,
     InvalidArrivalTimeError,
     NotExternallyTriggeredError,
@@ -48,6 +49,7 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (InvalidArrivalTimeError, 400, "invalid_scheduled_at"),
     (BackfillRefusedError, 409, "backfill_refused"),
     (BackfillRequestError, 422, "invalid_backfill"),
+    (BackfillStoppedError, 409, "backfill_stopped"),
     (StoreUnavailableError, 503, "store_unavailable"),
     (RunNowBusyError, 409, "busy"),
     (SchedulerShuttingDownError, 503, "shutting_down"),
@@ -79,6 +81,8 @@ def error_response(error: VoltroError) -> JSONResponse:
         body.update(
             reason=error.reason, count=error.count, alreadySucceeded=error.already_succeeded
         )
+    elif isinstance(error, BackfillStoppedError):
+        body.update(reason=error.reason, fired=error.fired, remaining=error.remaining)
     elif isinstance(error, RunNowBusyError):
         body["runId"] = error.run_id
     elif isinstance(error, InvalidArrivalTimeError):

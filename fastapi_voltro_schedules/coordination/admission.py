@@ -75,10 +75,13 @@ class Admitter:
 
     # -- one firing -----------------------------------------------------------------------
 
-    async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
+    async def admit(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, run_id: str | None = None
+    ) -> Admission:
         """Decide one firing and write the row that records the decision (``running``,
         ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
-        no gate, no overlap rule."""
+        no gate, no overlap rule. ``run_id`` (manual firings) lets a retried insert keep its
+        id, so a write that landed unanswered is found instead of written twice."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
             try:
@@ -101,7 +104,7 @@ class Admitter:
             if schedule.on_overlap is OverlapPolicy.QUEUE:
                 return await self._queue(schedule, slot, trigger, outcome)
         return await self._run(
-            schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome)
+            schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
         )
 
     async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
