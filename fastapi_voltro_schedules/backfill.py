@@ -19,7 +19,14 @@ import anyio
 from .clock import Clock, iso_z
 from .definition import Schedule
 from .enums import RunStatus
-from .errors import BackfillRefusedError, BackfillRequestError, shown
+from .errors import (
+    BackfillRefusedError,
+    BackfillRequestError,
+    BackfillStoppedError,
+    StoreUnavailableError,
+    VoltroError,
+    shown,
+)
 from .logs import logger
 from .store import Store
 
@@ -107,6 +114,8 @@ class RangeSummary:
     succeeded: int = 0
     failed: int = 0
     run_ids: list[str] = field(default_factory=list)
+    stopped: str | None = None
+    """Why the range stopped before its last slot without an error (``"client-gone"``)."""
 
 
 def check_limit(limit: int | None) -> int:
@@ -130,9 +139,11 @@ async def plan_range(
     *,
     confirm: bool = False,
     limit: int | None = None,
+    now: datetime | None = None,
 ) -> RangePlan:
     """Validate a request and count its slots; raise :class:`BackfillRefusedError` when it
-    must not fire (nothing has fired when this raises)."""
+    must not fire (nothing has fired when this raises). With ``now``, a range reaching past it
+    is refused (``reason="future"``): a backfill runs what passed, never what is still due."""
     begin = parse_instant(start, "from")
     finish = parse_instant(end, "to")
     if begin >= finish:
@@ -151,6 +162,17 @@ async def plan_range(
             f"({already:,} already succeeded) — nothing fired; run it in slices"
             + ("" if bound >= HARD_CEILING else f" or raise the limit (ceiling {HARD_CEILING:,})"),
             reason="over-limit",
+            count=len(slots),
+            already_succeeded=already,
+        )
+    # After the limit (the bigger mistake), before the confirmation (never ask to confirm
+    # what would be refused anyway).
+    if now is not None and finish > now:
+        raise BackfillRefusedError(
+            f'refused: to={iso_z(finish)} is in the future (the app\'s clock reads {iso_z(now)})'
+            f' — nothing fired; a range backfill runs slots that passed: end it at or before '
+            "now and let the timer fire the rest when they fall due",
+            reason="future",
             count=len(slots),
             already_succeeded=already,
         )
@@ -173,9 +195,14 @@ async def run_range(
     *,
     heartbeat_ms: int,
     progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
+    stop: anyio.Event | None = None,
 ) -> RangeSummary:
     """Fire every slot of ``plan`` sequentially, in order, each as a ``manual`` run with its
     own ``scheduled_at``; a failed slot is recorded and the next still fires.
+
+    ``stop`` set (the HTTP client went away): the range stops cleanly after its in-flight slot
+    (``summary.stopped``). A lost lock or a slot that cannot be recorded stops it the same way
+    with :class:`BackfillStoppedError`; a lock refresh that fails is retried.
 
     Two range backfills of one schedule never interleave: a claims row
     ``<name>@range-backfill`` is the lock, kept fresh while held; one silent for three beats
@@ -185,15 +212,11 @@ async def run_range(
     key = schedule.name + LOCK_SUFFIX
     await _acquire(store, key, replica, clock.now(), heartbeat_ms, schedule.name)
     summary = RangeSummary(schedule.name, plan.count, plan.already_succeeded)
+    lock = _RangeLock(store, clock, key, replica, heartbeat_ms, schedule.name)
+    error: VoltroError | None = None
     try:
         async with anyio.create_task_group() as tg:
-
-            async def keep_fresh() -> None:
-                while True:
-                    await clock.sleep(heartbeat_ms / 1000)
-                    await store.touch_claim(key, replica, clock.now())
-
-            tg.start_soon(keep_fresh)
+            tg.start_soon(lock.keep_fresh)
             logger.info(
                 "schedule: range backfill  name=%s slots=%d from=%s to=%s alreadySucceeded=%d",
                 schedule.name,
@@ -202,22 +225,124 @@ async def run_range(
                 iso_z(plan.end),
                 plan.already_succeeded,
             )
-            for slot in plan.slots:
-                status = await engine.run_manual(schedule, slot)
-                summary.fired += 1
-                if status is RunStatus.SUCCEEDED:
-                    summary.succeeded += 1
-                else:
-                    summary.failed += 1
-                if progress is not None:
-                    result = progress(summary)
-                    if result is not None:
-                        await result
+            try:
+                await _fire_all(engine, schedule, plan, summary, lock, progress, stop)
+            except VoltroError as exc:
+                # Raised past the task group, not inside it: the caller gets the domain
+                # error itself (an `error` line), not an exception group that breaks the stream.
+                error = exc
             tg.cancel_scope.cancel()
     finally:
-        with anyio.CancelScope(shield=True):
-            await store.release_claim(key, replica_id=replica)
+        if not lock.lost:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await store.release_claim(key, replica_id=replica)
+                except StoreUnavailableError as exc:  # it goes stale; the next range takes it
+                    logger.warning("schedule: range lock not released  name=%s: %s", key, exc)
+    if error is not None:
+        raise error
     return summary
+
+
+async def _fire_all(
+    engine: RangeFirer,
+    schedule: Schedule,
+    plan: RangePlan,
+    summary: RangeSummary,
+    lock: _RangeLock,
+    progress: Callable[[RangeSummary], Awaitable[None] | None] | None,
+    stop: anyio.Event | None,
+) -> None:
+    for index, slot in enumerate(plan.slots):
+        remaining = plan.count - index
+        if lock.lost:
+            raise BackfillStoppedError(
+                f'range backfill of "{schedule.name}" stopped before {iso_z(slot)}: its lock is '
+                f"held by {lock.lost_to} now — {summary.fired} of {plan.count} slots ran; "
+                "nothing after them fired (two ranges are never interleaved)",
+                reason="lock-lost",
+                fired=summary.fired,
+                remaining=remaining,
+            )
+        if stop is not None and stop.is_set():
+            logger.warning(
+                "schedule: range backfill stopped (its client went away)  name=%s fired=%d of %d "
+                "next=%s",
+                schedule.name,
+                summary.fired,
+                plan.count,
+                iso_z(slot),
+            )
+            summary.stopped = "client-gone"
+            return
+        try:
+            status = await engine.run_manual(schedule, slot)
+        except StoreUnavailableError as exc:
+            raise BackfillStoppedError(
+                f'range backfill of "{schedule.name}" stopped at {iso_z(slot)}: the slot could '
+                f"not be recorded ({exc}) — {summary.fired} of {plan.count} slots ran; resume "
+                f"from {iso_z(slot - timedelta(seconds=1))} once the database is back",
+                reason="store-unavailable",
+                fired=summary.fired,
+                remaining=remaining,
+            ) from exc
+        summary.fired += 1
+        if status is RunStatus.SUCCEEDED:
+            summary.succeeded += 1
+        else:
+            summary.failed += 1
+        if progress is not None:
+            result = progress(summary)
+            if result is not None:
+                await result
+
+
+class _RangeLock:
+    """The range's claims row kept fresh. A refresh that fails is retried (a blip must not
+    abort the range); a lock found held by someone else is *lost*: the range stops after its
+    in-flight slot."""
+
+    def __init__(
+        self, store: Store, clock: Clock, key: str, replica: str, heartbeat_ms: int, name: str
+    ) -> None:
+        self.store, self.clock, self.key, self.replica = store, clock, key, replica
+        self.interval = heartbeat_ms / 1000
+        self.name = name
+        self.lost = False
+        self.lost_to = ""
+
+    async def keep_fresh(self) -> None:
+        while True:
+            await self.clock.sleep(self.interval)
+            while True:
+                try:
+                    await self._refresh()
+                    break
+                except StoreUnavailableError as exc:
+                    logger.warning(
+                        "schedule: range lock refresh failed — retrying  name=%s: %s",
+                        self.name,
+                        exc,
+                    )
+                    await anyio.sleep(min(1.0, self.interval / 2))
+            if self.lost:
+                logger.warning(
+                    "schedule: range lock lost  name=%s heldBy=%s — stopping after the slot in "
+                    "flight",
+                    self.name,
+                    self.lost_to,
+                )
+                return
+
+    async def _refresh(self) -> None:
+        now = self.clock.now()
+        if await self.store.touch_claim(self.key, self.replica, now):
+            return
+        holder = await self.store.claim_holder(self.key)
+        if holder is None and await self.store.claim(self.key, self.replica, now):
+            return  # gone (pruned, released by a hand): ours again
+        self.lost = True
+        self.lost_to = holder[0] if holder is not None else "another process"
 
 
 async def _acquire(

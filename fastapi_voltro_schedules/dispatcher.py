@@ -24,19 +24,24 @@ from anyio.abc import TaskGroup
 
 from .clock import iso_z
 from .coordination import Admission, Verdict
-from .enums import Coordination, CoordinationOutcome, Trigger
-from .errors import StoreUnavailableError
+from .enums import Coordination, CoordinationOutcome, RunStatus, Trigger
+from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
 from .ledger import record_missed_slots
 from .logs import logger
 from .planning import plan_fall_behind
+from .store import new_run_id
 
 if TYPE_CHECKING:
     from .clock import Clock
     from .coordination import Admitter, InFlight, Wakeups
     from .definition import Schedule
-    from .enums import RunStatus
     from .runner import Runner
     from .store import RunOutcome, RunRecord, Store
+
+MANUAL_RETRY_BUDGET_S = 15.0
+"""How long a range step's failed insert is retried before the range stops."""
+MANUAL_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
+"""Pauses between those attempts (the last repeats); real time, it waits on the database."""
 
 
 @dataclass(slots=True)
@@ -78,10 +83,19 @@ class Dispatcher:
         self.broadcast = broadcast
         """Tell other replicas about terminal writes (``change_strategy="cdc"``)."""
         self._runs: TaskGroup | None = None
+        self.closing = False
+        """Shutdown began: nothing new is admitted (see :meth:`admit`)."""
+        self._manual: dict[str, str | None] = {}
+        """Per schedule, the Run now in flight here (its run id; ``None`` while admitting)."""
 
     def bind(self, runs: TaskGroup | None) -> None:
         """The task group background runs live in (the engine's; ``None`` when stopped)."""
         self._runs = runs
+
+    @property
+    def running_background(self) -> bool:
+        """Whether :meth:`spawn` starts anything (the engine runs and is not stopping)."""
+        return self._runs is not None and not self.closing
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._runs is not None:
@@ -89,9 +103,23 @@ class Dispatcher:
 
     # -- the entries ----------------------------------------------------------------------
 
-    async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
-        """Admission only (the row is written; nothing is started): :meth:`carry` runs it."""
-        return await self.admitter.admit(schedule, slot, trigger)
+    async def admit(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, run_id: str | None = None
+    ) -> Admission:
+        """Admission only (the row is written; nothing is started): :meth:`carry` runs it.
+
+        Once shutdown began nothing is admitted: a ``running`` row written now would have no
+        handler behind it. An external arrival, Run now or range step is refused with
+        :class:`SchedulerShuttingDownError` (503: the caller retries, on another replica); a
+        clock-driven slot is left to the next process's catch-up."""
+        if self.closing:
+            if trigger is Trigger.SELF:
+                return Admission(Verdict.UNAVAILABLE)
+            raise SchedulerShuttingDownError(
+                f'the scheduler is shutting down — "{schedule.name}" was not fired and nothing '
+                "was recorded; retry (another replica, or this one once it is back)"
+            )
+        return await self.admitter.admit(schedule, slot, trigger, run_id)
 
     async def fire(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> RunStatus | None:
         """Fire one slot and wait for its outcome; ``None`` if it did not run."""
@@ -100,6 +128,12 @@ class Dispatcher:
     async def submit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Firing:
         """Fire one slot; return as soon as its row exists (``running``, ``queued`` or
         ``skipped``). The run, or its wait in line, continues in the background."""
+        if self._runs is None and not self.closing:
+            # No task group to run it in (armed=False, or stopped): a row written now would
+            # never get its handler.
+            raise SchedulerShuttingDownError(
+                f'the scheduler runs no background firings now — "{schedule.name}" was not fired'
+            )
         firing = Firing(await self.admit(schedule, slot, trigger))
         if firing.admission.verdict in (Verdict.RUN, Verdict.QUEUED):
             self.spawn(self._carry_into, schedule, firing)
@@ -153,24 +187,64 @@ class Dispatcher:
             await self.fire(schedule, slot, Trigger.SELF)
 
     async def fire_now(self, schedule: Schedule) -> RunRecord:
-        """Run now: always runs, ``trigger="manual"``, no coordination, no overlap rule.
+        """Run now: ``trigger="manual"``, no coordination, no overlap rule — but at most one
+        Run now of a schedule in flight per process (:class:`RunNowBusyError` beyond: a
+        double-click, or a script in a loop, must not start handlers without bound).
         Returns once the run row exists; the handler runs in the background."""
-        firing = await self.submit(schedule, self.clock.now(), Trigger.MANUAL)
-        if firing.admission.run is None:
+        if schedule.name in self._manual:
+            raise RunNowBusyError(schedule.name, self._manual[schedule.name])
+        self._manual[schedule.name] = None
+        try:
+            firing = await self.submit(schedule, self.clock.now(), Trigger.MANUAL)
+        except BaseException:
+            del self._manual[schedule.name]
+            raise
+        run = firing.admission.run
+        if run is None:
+            del self._manual[schedule.name]
             raise StoreUnavailableError(
                 f'could not record a Run now of "{schedule.name}" — the ledger is unreachable'
             )
-        return firing.admission.run
+        self._manual[schedule.name] = run.id
+        self.spawn(self._release_manual, schedule.name, firing)
+        return run
+
+    async def _release_manual(self, name: str, firing: Firing) -> None:
+        try:
+            await firing.finished()
+        finally:
+            self._manual.pop(name, None)
 
     async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus:
         """Run one slot as an operator instruction (``trigger="manual"``) and wait for it;
-        the range backfill's step."""
-        admission = await self.admit(schedule, slot, Trigger.MANUAL)
-        if admission.run is None:
-            raise StoreUnavailableError(
-                f'could not record the manual run of "{schedule.name}" at {iso_z(slot)}'
-                " — the ledger is unreachable"
-            )
+        the range backfill's step.
+
+        A failed insert is retried with the same run id for :data:`MANUAL_RETRY_BUDGET_S`
+        (one blip must not abort a range); a row found under that id is the insert that landed
+        unanswered, and runs as it is — never a second row for the slot."""
+        run_id = new_run_id()
+        give_up = anyio.current_time() + MANUAL_RETRY_BUDGET_S
+        attempt = 0
+        while True:
+            admission = await self.admit(schedule, slot, Trigger.MANUAL, run_id)
+            if admission.run is not None:
+                break
+            pause = MANUAL_BACKOFF_S[min(attempt, len(MANUAL_BACKOFF_S) - 1)]
+            if anyio.current_time() + pause > give_up:
+                raise StoreUnavailableError(
+                    f'could not record the manual run of "{schedule.name}" at {iso_z(slot)}'
+                    f" — the ledger is unreachable (retried {attempt} times)"
+                )
+            attempt += 1
+            await anyio.sleep(pause)
+            try:
+                landed = await self.store.get_run(run_id)
+            except StoreUnavailableError:
+                continue
+            if landed is not None and landed.status is RunStatus.RUNNING:
+                self.inflight.add(landed)
+                admission = Admission(Verdict.RUN, landed)
+                break
         status = await self.carry(schedule, admission)
         assert status is not None  # a manual admission is always RUN
         return status

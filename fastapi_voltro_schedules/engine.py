@@ -157,6 +157,7 @@ class Engine:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self.maintenance.retention_loop)
                     runs.start_soon(self.maintenance.reaper_loop)
+                    runs.start_soon(self.runner.ledger.holes.loop)
                     task_status.started()
                     await self.timer.run()
                 await self._drain()
@@ -177,7 +178,8 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
-        ``failed``/``shutdown``)."""
+        ``failed``/``shutdown``). From here nothing new is admitted."""
+        self.dispatcher.closing = True
         if self._timer_scope is not None:
             self._timer_scope.cancel()
         await self._stopped.wait()

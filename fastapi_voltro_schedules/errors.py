@@ -20,11 +20,14 @@
     ├── ForbiddenRoleError        a valid read-only token asked for an operator action
     ├── SchedulePausedError       Run now / range backfill of a paused schedule: nothing fired
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
+    │   └── SchedulerShuttingDownError  shutdown began: nothing new is admitted
+    ├── RunNowBusyError           a Run now of the schedule is still in flight in this process
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
     ├── InvalidQueryError         an inspect query parameter is malformed (also a ValueError)
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
     ├── BackfillRefusedError      a range backfill was refused, nothing fired (count, reason)
+    ├── BackfillStoppedError      a range backfill stopped part-way (reason, fired so far)
     └── StoreUnavailableError     the database could not be reached (fail closed)
 
 Messages name the schedule, the field, the bad value and the fix: they end up in boot logs
@@ -103,6 +106,24 @@ class RunNotFoundError(VoltroError, LookupError):
 
 class SchedulerNotRunningError(VoltroError):
     """The scheduler of the app is not running: its lifespan never started, or it stopped."""
+
+
+class SchedulerShuttingDownError(SchedulerNotRunningError):
+    """The app is shutting down: nothing new is admitted (no row is written), retry."""
+
+
+class RunNowBusyError(VoltroError):
+    """A Run now of this schedule is still in flight in this process (at most one at a time):
+    nothing was fired."""
+
+    def __init__(self, name: str, run_id: str | None) -> None:
+        held = f" (run {run_id})" if run_id else ""
+        super().__init__(
+            f'schedule "{name}": a Run now is still in flight in this process{held} — '
+            "nothing was fired; wait for it to finish (poll its run) and ask again"
+        )
+        self.name = name
+        self.run_id = run_id
 
 
 class TriggerRefusedError(VoltroError):
@@ -219,3 +240,15 @@ class BackfillRefusedError(VoltroError):
         self.reason = reason
         self.count = count
         self.already_succeeded = already_succeeded
+
+
+class BackfillStoppedError(VoltroError):
+    """A range backfill stopped part-way, after its in-flight slot finished: its lock passed
+    to someone else (``reason="lock-lost"``) or a slot could not be recorded
+    (``"store-unavailable"``). The slots before it ran; none after it fired."""
+
+    def __init__(self, message: str, *, reason: str, fired: int, remaining: int) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.fired = fired
+        self.remaining = remaining

@@ -8,16 +8,19 @@ still a compare-and-set per row).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import anyio
+
 from .batching import GroupCommit
-from .clock import Clock
+from .clock import Clock, iso_z
 from .enums import CoordinationOutcome, RunStatus, Trigger
 from .errors import StoreUnavailableError
 from .logs import logger
 from .models import claim_key
-from .planning import DEAD_AFTER_BEATS, is_live
+from .planning import CATCH_UP_CAP, DEAD_AFTER_BEATS, is_live
 from .store import RunOutcome, RunRecord, Store, new_run_id
 
 if TYPE_CHECKING:
@@ -35,9 +38,16 @@ class Ledger:
         self._inserts: GroupCommit[RunRecord, None] = GroupCommit(self._insert_many)
         # A whole herd's outcomes are one item: one future per flush of the caller, not per row.
         self._finishes: GroupCommit[Sequence[RunOutcome], None] = GroupCommit(self._finish_many)
+        self.holes = Holes(store, clock, replica_id)
 
     async def claim(self, key: str) -> bool:
-        """Whether this replica won ``key`` (raises ``StoreUnavailableError``: fail closed)."""
+        """Whether this replica won ``key`` (raises ``StoreUnavailableError``: fail closed).
+
+        A key this replica left claimed without a row (a hole, see :class:`Holes`) is repaired
+        first: a retried external arrival then wins its slot again instead of reading it as a
+        duplicate of a run that never existed."""
+        if self.holes.pending(key):
+            await self.holes.settle(key)
         return await self._claims.submit(key)
 
     async def insert(self, run: RunRecord) -> None:
@@ -157,3 +167,162 @@ async def mark_abandoned(
                 row.replica_id,
             )
     return marked
+
+
+STORE_UNAVAILABLE_TAG = "store-unavailable"
+"""``error_tag`` of a ``missed`` row for a slot that fell due while the ledger was unreachable."""
+REPAIR_RETRY_SECONDS = 0.5
+"""How often pending holes are retried while the store is down. Real time, not the scheduler's
+clock: this waits on the database, not on a schedule."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """A slot admission stopped at, fail-closed, after which no row may say what happened."""
+
+    schedule: Schedule
+    slot: datetime
+    trigger: Trigger
+    claimed: bool | None
+    """``True``: this replica won the slot's claim; ``None``: the claim itself failed (it may
+    have committed all the same); ``False``: the slot is not claimed (``single``)."""
+
+
+class Holes:
+    """Slots this replica fired nothing for because the store failed between deciding and
+    recording — repaired once the store answers again, so the ledger has no silent gap and no
+    claim is left that makes a slot unrecoverable.
+
+    Per hole, once the store is back: if another replica holds the slot's claim, the slot is
+    theirs (nothing to do); if a row exists for it, the write did land (its answer was lost).
+    Otherwise a clock-driven (``self``) slot is recorded ``missed`` with ``error_tag=
+    "store-unavailable"`` — claimed first when it was not, so replicas that all failed on it
+    record it once between them — and an external slot's claim is *released*: the platform's
+    retry (the route answered 503 "retry") then runs it. At most :data:`CATCH_UP_CAP` holes are
+    kept per schedule (the backfill cap); older ones are dropped with a warning.
+    """
+
+    def __init__(self, store: Store, clock: Clock, replica_id: str) -> None:
+        self.store = store
+        self.clock = clock
+        self.replica_id = replica_id
+        self._pending: dict[str, Hole] = {}
+        self._per_name: dict[str, list[str]] = {}
+        self._added = anyio.Event()
+        self.recorded = 0
+        """``missed`` rows written by repairs (all time)."""
+        self.released = 0
+        """External claims released by repairs (all time)."""
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def pending(self, key: str) -> bool:
+        return key in self._pending
+
+    def add(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, claimed: bool | None
+    ) -> None:
+        if trigger is Trigger.MANUAL:
+            return  # nothing claimed, nothing owed: the operator saw the 503 and retries
+        key = claim_key(schedule.name, slot)
+        if key in self._pending:
+            return
+        self._pending[key] = Hole(schedule, slot, trigger, claimed)
+        keys = self._per_name.setdefault(schedule.name, [])
+        keys.append(key)
+        if len(keys) > CATCH_UP_CAP:
+            dropped = keys.pop(0)
+            self._pending.pop(dropped, None)
+            logger.warning(
+                "schedule: more than %d slots unrecorded during a store outage — the oldest "
+                "is dropped  name=%s key=%s",
+                CATCH_UP_CAP,
+                schedule.name,
+                dropped,
+            )
+        self._added.set()
+
+    async def settle(self, key: str) -> None:
+        """Repair the hole at ``key`` now (raises ``StoreUnavailableError``: still down)."""
+        hole = self._pending.get(key)
+        if hole is not None:
+            await self._repair(key, hole)
+
+    async def repair(self) -> int:
+        """Repair every pending hole, oldest first, until the store fails again; returns how
+        many were settled."""
+        settled = 0
+        for key, hole in list(self._pending.items()):
+            if self._pending.get(key) is not hole:
+                continue
+            try:
+                await self._repair(key, hole)
+            except StoreUnavailableError as exc:
+                logger.debug("schedule: hole repair deferred (store still down): %s", exc)
+                break
+            settled += 1
+        return settled
+
+    async def loop(self) -> None:
+        """Repair holes as they appear, retrying while the store is down; until cancelled."""
+        while True:
+            if not self._pending:
+                self._added = anyio.Event()
+                await self._added.wait()
+            await self.repair()
+            if self._pending:
+                await anyio.sleep(REPAIR_RETRY_SECONDS)
+
+    def _forget(self, key: str, hole: Hole) -> None:
+        if self._pending.get(key) is hole:
+            del self._pending[key]
+            keys = self._per_name.get(hole.schedule.name, [])
+            if key in keys:
+                keys.remove(key)
+
+    async def _repair(self, key: str, hole: Hole) -> None:
+        name, me = hole.schedule.name, self.replica_id
+        holder = await self.store.claim_holder(key)
+        if holder is not None and holder[0] != me:
+            self._forget(key, hole)  # another replica holds the slot: it is theirs
+            return
+        if holder is not None or hole.claimed is False:
+            if await self.store.run_for_slot(name, hole.slot, hole.trigger) is not None:
+                self._forget(key, hole)  # the write landed; only its answer was lost
+                return
+        if hole.trigger is Trigger.EXTERNAL:
+            if holder is not None:
+                await self.store.release_claim(key, replica_id=me)
+                self.released += 1
+                logger.info(
+                    "schedule: released the claim of an unrecorded external slot — a retry "
+                    "runs it  name=%s slot=%s",
+                    name,
+                    iso_z(hole.slot),
+                )
+            self._forget(key, hole)
+            return
+        now = self.clock.now()
+        if holder is None and hole.claimed is not False:
+            if not await self.store.claim(key, me, now):
+                self._forget(key, hole)  # someone else recorded or ran it meanwhile
+                return
+        outcome = (
+            CoordinationOutcome.SINGLE if hole.claimed is False else CoordinationOutcome.WON_LOCK
+        )
+        row = replace(
+            new_row(name, hole.slot, RunStatus.MISSED, hole.trigger, outcome, now, me),
+            error_tag=STORE_UNAVAILABLE_TAG,
+            error_message="the ledger was unreachable when this slot fell due — nothing ran "
+            "(fail-closed); run it with a range backfill if it matters",
+        )
+        await self.store.insert_run(row)
+        self._forget(key, hole)
+        self.recorded += 1
+        logger.warning(
+            "schedule: missed (store was unavailable)  name=%s slot=%s errorTag=%s",
+            name,
+            iso_z(hole.slot),
+            STORE_UNAVAILABLE_TAG,
+        )

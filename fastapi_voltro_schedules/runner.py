@@ -32,6 +32,16 @@ if TYPE_CHECKING:
     from .store import RunRecord
     from .watchdog import Watchdog, Watched
 
+FINISH_RETRY_BUDGET_S = 120.0
+"""How long a terminal write is retried while the store is unreachable. Meanwhile the row keeps
+its heartbeat (so no replica reads it dead while the beats land) and this process's reaper
+leaves it alone; past the budget the row is left to the reaper like a crashed process's."""
+SHUTDOWN_FINISH_BUDGET_S = 5.0
+"""The same at shutdown (past the grace period): a short bound, the process is going."""
+FINISH_BACKOFF_S = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""Pauses between terminal-write attempts (the last repeats). Real time: this waits on the
+database, not on a schedule."""
+
 ERROR_MESSAGE_LIMIT = 2000
 ERROR_TRACEBACK_LIMIT = 16_000
 """Characters of a failed run's traceback kept in the ledger: the tail (the innermost frames and
@@ -98,7 +108,7 @@ class Runner:
                 handler_done()
             with anyio.CancelScope(shield=True):
                 shutdown = self.outcome(schedule, run, watched, None, shutdown=True)
-                await self._finish([(run.name, shutdown)])
+                await self._finish([(run.name, shutdown)], budget=SHUTDOWN_FINISH_BUDGET_S)
             raise
         if handler_done is not None:
             handler_done()
@@ -174,12 +184,53 @@ class Runner:
         slot = iso_z(run.scheduled_at)
         return run_fields(run.name, run.id, slot, status.value, trigger=run.trigger.value, **more)
 
-    async def _finish(self, ended: list[tuple[str, RunOutcome]]) -> None:
+    async def _finish(
+        self, ended: list[tuple[str, RunOutcome]], *, budget: float = FINISH_RETRY_BUDGET_S
+    ) -> None:
         """Write the terminal statuses (each with its schedule's name, for the warning), each
-        iff its row is still ours and ``running``."""
+        iff its row is still ours and ``running`` — retried with backoff for ``budget``
+        seconds while the store is unreachable (a blip at the end of a run must not turn a
+        success into ``abandoned``). While retrying, the rows keep beating."""
+        outcomes = [outcome for _, outcome in ended]
+        give_up = anyio.current_time() + budget
+        beating: list[Watched] = []
+        error: StoreUnavailableError | None = None
+        attempt = 0
         try:
-            await self.ledger.finish_many([outcome for _, outcome in ended])
-        except StoreUnavailableError as exc:
+            while True:
+                try:
+                    await self.ledger.finish_many(outcomes)
+                    if attempt:
+                        logger.info(
+                            "schedule: outcome recorded after %d retries  name=%s runId=%s",
+                            attempt,
+                            ended[0][0],
+                            outcomes[0].run_id,
+                        )
+                    return
+                except StoreUnavailableError as exc:
+                    pause = FINISH_BACKOFF_S[min(attempt, len(FINISH_BACKOFF_S) - 1)]
+                    if anyio.current_time() + pause > give_up:
+                        error = exc
+                        break
+                    if attempt == 0:
+                        logger.warning(
+                            "schedule: could not record the outcome — retrying for up to %g s  "
+                            "name=%s runId=%s status=%s runs=%d: %s",
+                            budget,
+                            ended[0][0],
+                            outcomes[0].run_id,
+                            outcomes[0].status.value,
+                            len(outcomes),
+                            exc,
+                        )
+                        beating = [self._keep_beating(o) for o in outcomes]
+                    attempt += 1
+                    await anyio.sleep(pause)
+        finally:
+            for watched in beating:
+                self.watchdog.unwatch(watched)
+        if error is not None:
             # The rows stay `running`; without beats they read dead after 3 intervals and the
             # next replica to look marks them abandoned.
             name, first = ended[0]
@@ -191,9 +242,13 @@ class Runner:
                 first.run_id,
                 first.status.value,
                 len(ended),
-                exc,
+                error,
                 extra=run_fields(name, first.run_id, outcome=first.status.value, runs=len(ended)),
             )
+
+    def _keep_beating(self, outcome: RunOutcome) -> Watched:
+        since = outcome.fired_at or outcome.finished_at
+        return self.watchdog.keep_alive(outcome.run_id, since)
 
     async def _invoke(self, schedule: Schedule, ctx: ScheduleContext) -> None:
         if schedule.workflow is not None:
@@ -268,9 +323,9 @@ class RunBatch:
         self._ended.append((run.name, outcome))
         self._wake.set()
 
-    async def _flush(self) -> None:
+    async def _flush(self, budget: float = FINISH_RETRY_BUDGET_S) -> None:
         ended, self._ended = self._ended, []
-        await self._runner._finish(ended)
+        await self._runner._finish(ended, budget=budget)
         self._recorded([outcome for _, outcome in ended])
 
     async def run(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
@@ -292,5 +347,5 @@ class RunBatch:
                 if self._live:
                     await asyncio.wait(list(self._live))
                 while self._ended:
-                    await self._flush()
+                    await self._flush(SHUTDOWN_FINISH_BUDGET_S)
             raise

@@ -197,7 +197,13 @@ class Scheduling:
         self.running_engine()
         self._refuse_if_paused(name)
         return await plan_range(
-            self.running_engine().store, schedule, start, end, confirm=confirm, limit=limit
+            self.running_engine().store,
+            schedule,
+            start,
+            end,
+            confirm=confirm,
+            limit=limit,
+            now=self.clock.now(),
         )
 
     async def backfill(

@@ -21,6 +21,7 @@ from fastapi_voltro_schedules import (
     Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.errors import RunNowBusyError
 from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -313,6 +314,10 @@ async def test_overlap_skip_and_parallel(
         assert [r.status for r in final] == [RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def test_fire_now_ignores_overlap_and_records_manual(sqlite_url: str) -> None:
     release = anyio.Event()
     seen: list[ScheduleContext] = []
@@ -324,10 +329,15 @@ async def test_fire_now_ignores_overlap_and_records_manual(sqlite_url: str) -> N
 
     clock = ManualClock(T0)
     async with running([slow], sqlite_url, clock) as s:
-        first = await s.fire_now("slow")
-        second = await s.fire_now("slow")  # overlap rule ignored: operators expect it to fire
-        assert first.status is RunStatus.RUNNING and second.trigger is Trigger.MANUAL
-        assert first.scheduled_at == T0 and first.coordination_outcome == ""
+        await clock.advance(30)  # 12:00: the timer's own run of "slow" holds it
+        await wait_until(lambda: _true(len(seen) == 1))
+        first = await s.fire_now("slow")  # overlap rule ignored: operators expect it to fire
+        assert first.status is RunStatus.RUNNING and first.trigger is Trigger.MANUAL
+        assert first.scheduled_at == T0 + timedelta(seconds=30)
+        assert first.coordination_outcome == ""
+        # ...but one Run now of a schedule in flight per process (docs/engine.md, "Run now").
+        with pytest.raises(RunNowBusyError):
+            await s.fire_now("slow")
         release.set()
 
         async def done() -> bool:
@@ -335,8 +345,11 @@ async def test_fire_now_ignores_overlap_and_records_manual(sqlite_url: str) -> N
             return len(rows) == 2 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(done)
-    assert {c.trigger for c in seen} == {Trigger.MANUAL}
-    assert {c.run_id for c in seen} == {first.id, second.id}
+        await anyio.sleep(0.05)
+        second = await s.fire_now("slow")  # the first is recorded: Run now runs again
+        await wait_until(lambda: _true(len(seen) == 3))
+    assert [c.trigger for c in seen] == [Trigger.SELF, Trigger.MANUAL, Trigger.MANUAL]
+    assert {c.run_id for c in seen[1:]} == {first.id, second.id}
 
 
 async def test_shutdown_cancels_in_flight_runs_after_grace(sqlite_url: str) -> None:

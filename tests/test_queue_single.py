@@ -27,6 +27,7 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
+from fastapi_voltro_schedules.errors import RunNowBusyError
 from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -253,12 +254,23 @@ async def test_run_now_on_a_queue_schedule_runs_and_the_line_goes_on(
         await clock.advance(30)  # 12:01 fires: queued behind the Run now
         await anyio.sleep(0.1)
         assert len(line.spans) == 1
-        second = await s.fire_now("batch")  # Run now always runs, even with a waiter
-        await wait_until(lambda: _true(len(line.spans) == 2))
+        # One Run now of a schedule in flight per process (docs/engine.md, "Run now").
+        with pytest.raises(RunNowBusyError):
+            await s.fire_now("batch")
+        line.release(line.spans[0][0])
+        await wait_until(lambda: _true(len(line.spans) == 2))  # 12:01 runs after the Run now
+
+        async def manual_done() -> bool:
+            assert s.store is not None
+            row = await s.store.get_run(manual.id)
+            return row is not None and row.terminal
+
+        await wait_until(manual_done)
+        await anyio.sleep(0.05)
+        second = await s.fire_now("batch")  # Run now runs even while the queued firing runs
+        await wait_until(lambda: _true(len(line.spans) == 3))
         for slot, _, _ in list(line.spans):
             line.release(slot)
-        await wait_until(lambda: _true(len(line.spans) == 3))
-        line.release(minute(1))
 
         async def done() -> bool:
             rows = await rows_of(s, "batch")
@@ -267,7 +279,7 @@ async def test_run_now_on_a_queue_schedule_runs_and_the_line_goes_on(
         await wait_until(done)
         rows = await rows_of(s, "batch")
     assert {r.id for r in rows} >= {manual.id, second.id}
-    assert line.spans[-1][0] == minute(1)  # the queued firing ran after the runs ahead
+    assert line.spans[1][0] == minute(1)  # the queued firing ran after the Run now ahead
     no_errors(caplog)
 
 

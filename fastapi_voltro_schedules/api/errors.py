@@ -22,6 +22,7 @@ from ..errors import (
     AuthenticationError,
     BackfillRefusedError,
     BackfillRequestError,
+    BackfillStoppedError,
     ForbiddenRoleError,
     FutureArrivalError,
     InvalidArrivalTimeError,
@@ -30,9 +31,11 @@ from ..errors import (
     OffCadenceError,
     PayloadTooLargeError,
     RunNotFoundError,
+    RunNowBusyError,
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerNotRunningError,
+    SchedulerShuttingDownError,
     StoreUnavailableError,
     TokenNotConfiguredError,
     TooLateArrivalError,
@@ -58,7 +61,10 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (BackfillRefusedError, 409, "backfill_refused"),
     (BackfillRequestError, 422, "invalid_backfill"),
     (InvalidQueryError, 422, "invalid_query"),
+    (BackfillStoppedError, 409, "backfill_stopped"),
     (StoreUnavailableError, 503, "store_unavailable"),
+    (RunNowBusyError, 409, "busy"),
+    (SchedulerShuttingDownError, 503, "shutting_down"),
     (SchedulerNotRunningError, 503, "scheduler_not_running"),
     (VoltroError, 500, "error"),
 )
@@ -96,6 +102,10 @@ def error_response(error: VoltroError) -> JSONResponse:
         body.update(
             reason=error.reason, count=error.count, alreadySucceeded=error.already_succeeded
         )
+    elif isinstance(error, BackfillStoppedError):
+        body.update(reason=error.reason, fired=error.fired, remaining=error.remaining)
+    elif isinstance(error, RunNowBusyError):
+        body["runId"] = error.run_id
     elif isinstance(error, InvalidArrivalTimeError):
         body["header"] = error.header
     elif isinstance(error, PayloadTooLargeError):

@@ -31,19 +31,22 @@ from ..enums import RunStatus, TriggerMode
 from ..errors import (
     BackfillRefusedError,
     BackfillRequestError,
+    BackfillStoppedError,
     InvalidQueryError,
     PayloadTooLargeError,
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerNotRunningError,
+    SchedulerShuttingDownError,
     StoreUnavailableError,
     VoltroError,
     shown,
 )
+from ..logs import logger
 from ..pauses import MAX_REASON_LENGTH
 from ..store import PauseRecord, RunRecord
 from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of, store_of
-from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body
+from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body, status_of
 from .trigger import RunView
 
 if TYPE_CHECKING:
@@ -400,12 +403,25 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
     schedule = scheduling.schedule(name)
     await _refuse_if_running(scheduling, plan)
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=16)
+    gone = anyio.Event()
+
+    async def emit(event: dict[str, Any]) -> None:
+        if gone.is_set():
+            return
+        try:
+            await send.send(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            gone.set()  # the client went away: the range stops after the slot in flight
 
     async def produce() -> None:
+        # Runs in the engine's task group, not the request's: a client that disconnects
+        # cancels the request, and must not cancel the slot in flight with it (that slot
+        # would read failed/shutdown while the app runs on). The range sees `gone` and stops
+        # cleanly after that slot instead.
         async with send:
 
             async def progress(summary: RangeSummary) -> None:
-                await send.send({"event": "progress", **_summary(summary)})
+                await emit({"event": "progress", **_summary(summary)})
 
             try:
                 summary = await run_range(
@@ -414,21 +430,28 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
                     plan,
                     heartbeat_ms=scheduling.config.schedule_heartbeat_ms,
                     progress=progress,
+                    stop=gone,
                 )
-            except VoltroError as error:  # e.g. refused: another range started meanwhile
-                event: dict[str, Any] = {"event": "error", "detail": str(error)}
-                if isinstance(error, BackfillRefusedError):
-                    event.update(code="backfill_refused", reason=error.reason)
-                await send.send(event)
+            except VoltroError as error:  # refused (another range started), or stopped
+                await emit(_error_event(error))
                 return
-            await send.send({"event": "summary", **_summary(summary)})
+            except Exception as error:  # never a silent break: say so, then log it
+                logger.exception("schedule: range backfill failed  name=%s", plan.schedule)
+                await emit({"event": "error", "code": "error", "detail": str(error)})
+                return
+            await emit({"event": "summary", **_summary(summary)})
+
+    if not engine.dispatcher.running_background:
+        raise SchedulerShuttingDownError("the scheduler is shutting down — nothing was fired")
+    engine.dispatcher.spawn(produce)
 
     async def lines() -> AsyncIterator[bytes]:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(produce)
+        try:
             async with receive:
                 async for event in receive:
                     yield (json.dumps(event) + "\n").encode()
+        finally:
+            gone.set()
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
@@ -489,6 +512,16 @@ async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
         count=plan.count,
         already_succeeded=plan.already_succeeded,
     )
+
+
+def _error_event(error: VoltroError) -> dict[str, Any]:
+    _, code = status_of(error)
+    event: dict[str, Any] = {"event": "error", "code": code, "detail": str(error)}
+    if isinstance(error, BackfillRefusedError):
+        event["reason"] = error.reason
+    elif isinstance(error, BackfillStoppedError):
+        event.update(reason=error.reason, fired=error.fired, remaining=error.remaining)
+    return event
 
 
 def _summary(summary: RangeSummary) -> dict[str, Any]:

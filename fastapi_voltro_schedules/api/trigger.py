@@ -48,6 +48,7 @@ from ..errors import (
 )
 from ..external import FUTURE_TOLERANCE, SnapVerdict, snap
 from ..logs import logger
+from ..models import claim_key
 from ..store import RunRecord
 from .auth import TriggerAuth, scheduling_of
 from .errors import VoltroRoute, error_responses
@@ -221,15 +222,23 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
     slot = plan.scheduled_at
     # Answered as soon as the firing's row exists: a queued firing waits its turn in the
     # background, never in the request.
-    admission = (await engine.submit(schedule, slot, Trigger.EXTERNAL)).admission
-    if admission.verdict in (Verdict.RUN, Verdict.QUEUED) and admission.run is not None:
-        return Arrival("accepted", slot, admission.run)
-    if admission.verdict is Verdict.SKIPPED:
-        return Arrival("skipped", slot, admission.run)
-    if admission.verdict is Verdict.PAUSED:  # paused between the check above and the claim
-        return Arrival("paused", slot, None)
-    if admission.verdict is Verdict.LOST:
-        return Arrival("duplicate", slot, await first_run(scheduling, name, slot))
+    for _ in range(2):
+        admission = (await engine.submit(schedule, slot, Trigger.EXTERNAL)).admission
+        if admission.verdict in (Verdict.RUN, Verdict.QUEUED) and admission.run is not None:
+            return Arrival("accepted", slot, admission.run)
+        if admission.verdict is Verdict.SKIPPED:
+            return Arrival("skipped", slot, admission.run)
+        if admission.verdict is Verdict.PAUSED:  # paused between the check above and the claim
+            return Arrival("paused", slot, None)
+        if admission.verdict is not Verdict.LOST:
+            break
+        run = await first_run(scheduling, name, slot)
+        if run is not None:
+            return Arrival("duplicate", slot, run)
+        # Claimed, no row, and the claim is gone now: its holder failed to record the firing
+        # (the store blinked) and released it, so this arrival may run the slot after all.
+        if await _claim_released(scheduling, name, slot) is False:
+            return Arrival("duplicate", slot, None)
     raise StoreUnavailableError(
         f'schedule "{name}": the ledger could not be written — nothing was fired; retry'
     )
@@ -242,6 +251,7 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
     store = scheduling.store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    polls = 0
     with anyio.move_on_after(DUPLICATE_WAIT_SECONDS):
         while True:
             run = await store.run_for_slot(name, slot, Trigger.EXTERNAL)
@@ -250,6 +260,9 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
             run = _waiting_here(scheduling, lambda r: r.name == name and r.scheduled_at == slot)
             if run is not None:
                 return run
+            polls += 1
+            if polls % 10 == 0 and await store.claim_holder(claim_key(name, slot)) is None:
+                return None  # released by a holder that could not record it: claim again
             await anyio.sleep(DUPLICATE_POLL_SECONDS)
     # Claimed but never recorded: the claimant died between its claim and its row (or the
     # slot was claimed by something that records no run). Nothing will run for it.
@@ -259,6 +272,11 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
         iso_z(slot),
     )
     return None
+
+
+async def _claim_released(scheduling: Scheduling, name: str, slot: datetime) -> bool:
+    store = scheduling.store
+    return store is not None and await store.claim_holder(claim_key(name, slot)) is None
 
 
 def _waiting_here(

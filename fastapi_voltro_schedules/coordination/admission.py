@@ -78,10 +78,13 @@ class Admitter:
 
     # -- one firing -----------------------------------------------------------------------
 
-    async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
+    async def admit(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, run_id: str | None = None
+    ) -> Admission:
         """Decide one firing and write the row that records the decision (``running``,
         ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
-        no gate, no overlap rule."""
+        no gate, no overlap rule. ``run_id`` (manual firings) lets a retried insert keep its
+        id, so a write that landed unanswered is found instead of written twice."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
             if self.pauses.holds(schedule.name, slot):
@@ -96,6 +99,7 @@ class Admitter:
                     iso_z(slot),
                     exc,
                 )
+                self._hole(schedule, slot, trigger, None)
                 return Admission(Verdict.UNAVAILABLE)
             if elected is None:
                 return Admission(Verdict.LOST)
@@ -104,9 +108,11 @@ class Admitter:
                 return await self._skip_or_run(schedule, slot, trigger, outcome)
             if schedule.on_overlap is OverlapPolicy.QUEUE:
                 return await self._queue(schedule, slot, trigger, outcome)
-        return await self._run(self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome))
+        return await self._run(
+            schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
+        )
 
-    async def _run(self, run: RunRecord) -> Admission:
+    async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
         try:
             await self.ledger.insert(run)
         except StoreUnavailableError as exc:
@@ -116,9 +122,22 @@ class Admitter:
                 iso_z(run.scheduled_at),
                 exc,
             )
+            self._hole(schedule, run.scheduled_at, run.trigger, run.coordination_outcome)
             return Admission(Verdict.UNAVAILABLE)
         self.inflight.add(run)
         return Admission(Verdict.RUN, run)
+
+    def _hole(
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome | None,
+    ) -> None:
+        """Admission stopped (fail-closed) with nothing recorded for the slot: the ledger's
+        holes repair it once the store is back (``None``: the claim itself failed)."""
+        claimed = None if outcome is None else outcome is not CoordinationOutcome.SINGLE
+        self.ledger.holes.add(schedule, slot, trigger, claimed)
 
     async def _skip_or_run(
         self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
@@ -135,15 +154,19 @@ class Admitter:
                 iso_z(slot),
                 exc,
             )
+            self._hole(schedule, slot, trigger, outcome)
             return Admission(Verdict.UNAVAILABLE)
         if holder is None:
-            return await self._run(self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome))
+            return await self._run(
+                schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome)
+            )
         self.skip.log_skip(schedule, holder, now)
         skipped = self.row(schedule, slot, RunStatus.SKIPPED, trigger, outcome)
         try:
             await self.ledger.insert(skipped)
         except StoreUnavailableError as exc:
             logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
+            self._hole(schedule, slot, trigger, outcome)
         return Admission(Verdict.SKIPPED, skipped)
 
     async def _queue(
@@ -162,6 +185,7 @@ class Admitter:
                 iso_z(slot),
                 exc,
             )
+            self._hole(schedule, slot, trigger, outcome)
             return Admission(Verdict.UNAVAILABLE)
         if plan.action is TurnAction.START and plan.run is not None:
             self.inflight.add(plan.run)
@@ -181,7 +205,7 @@ class Admitter:
         if self.chain.try_start(schedule.name, run_id):
             running = self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
             try:
-                admission = await self._run(running)
+                admission = await self._run(schedule, running)
             finally:
                 if self.inflight.runs[schedule.name].get(run_id) is None:
                     self.chain.give_up(schedule.name, run_id)
@@ -207,7 +231,7 @@ class Admitter:
             running = self.row(
                 schedule, row.scheduled_at, RunStatus.RUNNING, row.trigger, outcome, row.id
             )
-            admission = await self._run(running)
+            admission = await self._run(schedule, running)
             return admission.run if admission.verdict is Verdict.RUN else None
 
         return Admission(Verdict.QUEUED, queued, self.chain.enqueue(queued, start))
@@ -234,6 +258,8 @@ class Admitter:
                 iso_z(items[0][1]),
                 exc,
             )
+            for schedule, slot in items:
+                self.ledger.holes.add(schedule, slot, Trigger.SELF, None)
             return []
         won = [
             (schedule, slot, outcome)
@@ -266,6 +292,7 @@ class Admitter:
         starts: list[tuple[Schedule, RunRecord]] = []
         for (schedule, slot, outcome), run_id in zip(won, new_run_ids(len(won)), strict=True):
             if schedule.name in blind:
+                self._hole(schedule, slot, Trigger.SELF, outcome)
                 continue
             if schedule.on_overlap is OverlapPolicy.SKIP:
                 holder = await self.skip.live_among(schedule, elsewhere.get(schedule.name, []), now)
@@ -284,6 +311,9 @@ class Admitter:
             logger.warning(
                 "schedule: could not record %d firings — not running them: %s", len(rows), exc
             )
+            for schedule, slot, outcome in won:
+                if schedule.name not in blind:
+                    self._hole(schedule, slot, Trigger.SELF, outcome)
             return []
         for _, run in starts:
             self.inflight.add(run)

@@ -16,6 +16,8 @@ distinct replicas of one deployment:
 - ``CLUSTER_LINE_SECONDS``        default ``1.5-2.5``: a ``line`` run sleeps a uniform draw.
 - ``CLUSTER_LINE_LOG``            when set, each ``line`` run appends one JSON line as it ends:
   ``{"slot", "start", "end", "replica", "runId", "trigger"}`` — its own wall-clock span.
+- ``ext``                         (in ``CLUSTER_SCHEDULES``) ``trigger="external"``, cron
+  ``CLUSTER_EXT_CRON`` (default ``* * * * *``): driven by POSTs to its trigger route.
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -116,6 +118,16 @@ def _schedules() -> list[Schedule]:
                 timezone="UTC",
                 handler=line,
                 on_overlap="queue",
+            )
+        )
+    if "ext" in wanted:
+        out.append(
+            define_schedule(
+                name="ext",
+                cron=os.environ.get("CLUSTER_EXT_CRON", "* * * * *"),
+                timezone="UTC",
+                handler=tick,
+                trigger="external",
             )
         )
     return out

@@ -125,12 +125,16 @@ class TcpProxy:
                 await asyncio.wait_for(server.wait_closed(), 2)
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        # Known to a cut from its first moment: a connection cut while its upstream is still
+        # being opened must not be left open (and leak its socket) either.
+        self._writers.add(client_w)
         try:
             upstream_r, upstream_w = await asyncio.open_connection(*self.target)
-        except OSError:
+        except (OSError, asyncio.CancelledError):
+            self._writers.discard(client_w)
             _abort(client_w)
             return
-        if self._server is None:  # cut while we were connecting upstream
+        if self._server is None or client_w not in self._writers:  # cut while connecting
             _abort(client_w)
             _abort(upstream_w)
             return

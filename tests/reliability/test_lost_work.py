@@ -1,0 +1,427 @@
+"""Nothing lost when the ledger blinks: the defects of issue 13 ("Losing work", "Holes in the
+ledger", Run now's bound), each reproduced against a real database cut through
+:class:`support.tcp_proxy.TcpProxy` at the exact statement that matters.
+
+Where a test needs the cut *between* two statements (the claim committed, the run row not), it
+wraps the real store's method so that the proxy is cut just before the real statement is sent:
+the statement then really fails in the real driver, as it would on a real partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.engine import make_url
+from support.tcp_proxy import TcpProxy
+
+from fastapi_voltro_schedules import (
+    RunStatus,
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    Trigger,
+    define_schedule,
+    schedules_router,
+)
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.store import RunRecord, SQLStore
+from fastapi_voltro_schedules.testing import ManualClock
+
+TOKEN = "trigger-0c1d2e3f-not-a-real-secret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SERVERS = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mariadb", marks=pytest.mark.mariadb),
+]
+
+
+def inner_store(s: Scheduling) -> SQLStore:
+    store: Any = s.store
+    while not isinstance(store, SQLStore):
+        store = store.inner
+    return store
+
+
+def cut_before(
+    store: SQLStore, method: str, proxy: TcpProxy, when: Callable[..., bool], times: int = 1
+) -> list[int]:
+    """Cut ``proxy`` right before the real ``store.method`` runs, for the first ``times`` calls
+    ``when(*args)`` accepts. Returns a one-item counter of the cuts made."""
+    real: Callable[..., Awaitable[Any]] = getattr(store, method)
+    cuts = [0]
+
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if cuts[0] < times and when(*args):
+            cuts[0] += 1
+            proxy.cut()
+        return await real(*args, **kwargs)
+
+    setattr(store, method, wrapped)
+    return cuts
+
+
+@asynccontextmanager
+async def proxied(url: str) -> AsyncIterator[tuple[TcpProxy, str]]:
+    await upgrade_to_head(url)
+    db = make_url(url)
+    default_port = 5432 if db.get_backend_name() == "postgresql" else 3306
+    with TcpProxy(db.host or "127.0.0.1", db.port or default_port) as proxy:
+        yield proxy, db.set(port=proxy.port).render_as_string(hide_password=False)
+
+
+def client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+async def rows_of(s: Scheduling, name: str) -> list[RunRecord]:
+    assert s.store is not None
+    return sorted(await s.store.list_runs(name, limit=1000), key=lambda r: (r.scheduled_at, r.id))
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 15) -> None:
+    with anyio.fail_after(timeout):
+        while not await check():
+            await anyio.sleep(0.02)
+
+
+# -- 1. a 503 "retry" must not lose the slot -------------------------------------------------
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """The claim commits, the run-row insert fails (the link is cut between the two): the route
+    answers 503 "retry". Before the fix every retry answered ``200 duplicate, runId: null`` and
+    the slot never ran. Now the retry, once the store is back, runs it — exactly once."""
+    url: str = request.getfixturevalue(f"{server}_url")
+    ran: list[datetime] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        ran.append(ctx.scheduled_at)
+
+    ext = define_schedule(
+        name="ext", cron="* * * * *", timezone="UTC", trigger="external", handler=handler
+    )
+    t0 = datetime(2031, 3, 1, 12, 0, 5, tzinfo=UTC)
+    async with proxied(url) as (proxy, through):
+        config = SchedulingConfig(
+            database_url=through,
+            replica_id="r1",
+            schedule_trigger_token=TOKEN,
+            external_missed_policy="off",
+        )
+        s = Scheduling([ext], config=config, clock=ManualClock(t0))
+        app = FastAPI()
+        app.include_router(schedules_router)
+        async with (
+            s.run(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+        ):
+            cuts = cut_before(
+                inner_store(s), "insert_runs", proxy, lambda runs: runs[0].name == "ext"
+            )
+            first = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert cuts[0] == 1
+            assert first.status_code == 503, first.text
+            still_down = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert still_down.status_code == 503, still_down.text  # still "retry", not lost
+            proxy.restore()
+            retry = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert retry.status_code == 202, retry.text
+            body = retry.json()
+            assert body["status"] == "accepted" and body["runId"], body
+            again = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert (again.status_code, again.json()["runId"]) == (200, body["runId"])
+
+            async def done() -> bool:
+                return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(s, "ext"))
+
+            await until(done)
+            rows = await rows_of(s, "ext")
+    assert ran == [datetime(2031, 3, 1, 12, 0, tzinfo=UTC)]
+    assert [(r.status, r.trigger) for r in rows] == [(RunStatus.SUCCEEDED, Trigger.EXTERNAL)]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_slots_that_fired_nothing_in_an_outage_are_recorded_missed_once_back(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """The herd path: 12:00's claim commits and its run insert fails; 12:01's claim itself
+    fails. Both fired nothing (fail-closed, correctly) — and before the fix left no row, and
+    12:00 a claim that made it unrecoverable. Once the store is back each is recorded
+    ``missed``/``store-unavailable``, once, under this replica's claim."""
+    url: str = request.getfixturevalue(f"{server}_url")
+    ran: list[datetime] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        ran.append(ctx.scheduled_at)
+
+    tick = define_schedule(name="tick", cron="* * * * *", timezone="UTC", handler=handler)
+    t0 = datetime(2031, 3, 1, 11, 59, 30, tzinfo=UTC)
+    noon, one = datetime(2031, 3, 1, 12, 0, tzinfo=UTC), datetime(2031, 3, 1, 12, 1, tzinfo=UTC)
+    clock = ManualClock(t0)
+    async with proxied(url) as (proxy, through):
+        config = SchedulingConfig(database_url=through, replica_id="r1", shutdown_grace_ms=0)
+        s = Scheduling([tick], config=config, clock=clock)
+        async with s.run():
+            store = inner_store(s)
+            inserts = cut_before(store, "insert_runs", proxy, lambda runs: runs[0].name == "tick")
+            await clock.advance(30)  # 12:00: claimed, the insert fails
+            await until(lambda: _true(inserts[0] == 1))
+            proxy.restore()
+            claims = cut_before(
+                store, "claim_many", proxy, lambda keys, *_: keys[0].startswith("tick@")
+            )
+            await clock.advance(60)  # 12:01: the claim fails
+            await until(lambda: _true(claims[0] == 1))
+            await anyio.sleep(0.3)
+            proxy.restore()
+
+            async def recorded() -> bool:
+                return len(await rows_of(s, "tick")) >= 2
+
+            await until(recorded)
+            await anyio.sleep(0.5)  # a second repair would show up as a third row
+            rows = await rows_of(s, "tick")
+            holders = [await store.claim_holder(f"tick@{t:%Y-%m-%dT%H:%M:%S}") for t in (noon, one)]
+    assert ran == []
+    assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
+        (noon, RunStatus.MISSED, "store-unavailable"),
+        (one, RunStatus.MISSED, "store-unavailable"),
+    ]
+    assert [h and h[0] for h in holders] == ["r1", "r1"]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+@pytest.mark.postgres
+async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
+    postgres_url: str,
+) -> None:
+    """A run succeeds; its terminal write meets a 3 s database cut. Before the fix the write was
+    not retried and this replica's own reaper then marked its own run ``failed/abandoned``. Now
+    the write is retried (the row beating meanwhile) and the reaper leaves a run this process
+    still holds alone: the row ends ``succeeded``."""
+    done = anyio.Event()
+
+    async def handler(ctx: ScheduleContext) -> None:
+        done.set()
+
+    job = define_schedule(name="job", cron="* * * * *", timezone="UTC", handler=handler)
+    t0 = datetime(2031, 3, 1, 11, 59, 30, tzinfo=UTC)
+    clock = ManualClock(t0)
+    async with proxied(postgres_url) as (proxy, through):
+        config = SchedulingConfig(
+            database_url=through, replica_id="r1", shutdown_grace_ms=0, schedule_heartbeat_ms=1000
+        )
+        s = Scheduling([job], config=config, clock=clock)
+        async with s.run():
+            assert s.engine is not None
+            cuts = cut_before(inner_store(s), "finish_runs", proxy, lambda outcomes, *_: True)
+            await clock.advance(30)  # 12:00 fires; its terminal write meets the cut
+            with anyio.fail_after(5):
+                await done.wait()
+            await until(lambda: _true(cuts[0] == 1))
+            await anyio.sleep(3)
+            proxy.restore()
+            await clock.advance(10)  # ten beats later by the scheduler's clock: reads dead
+            reaped = await s.engine.reap()
+
+            async def terminal() -> bool:
+                return all(r.status.terminal for r in await rows_of(s, "job"))
+
+            await until(terminal)
+            rows = await rows_of(s, "job")
+    assert reaped == 0
+    assert [(r.status, r.error_tag) for r in rows] == [(RunStatus.SUCCEEDED, None)]
+
+
+# -- 4b. nothing admitted once shutdown began; 5. Run now is bounded ---------------------------
+
+INSPECT = "inspect-5a6b7c8d-not-a-real-secret"
+INSPECT_AUTH = {"Authorization": f"Bearer {INSPECT}"}
+
+
+class Gate:
+    """A handler that holds until released, counting how many are inside at once."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.inside = 0
+        self.most = 0
+        self.entered = 0
+
+    async def __call__(self, ctx: ScheduleContext) -> None:
+        self.entered += 1
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            await self.release.wait()
+        finally:
+            self.inside -= 1
+
+
+async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
+    """While the app drains (a run in flight holds it within its grace period), a Run now and
+    an external arrival used to write ``running`` rows whose handlers never started. Now both
+    answer 503 ``shutting_down`` and write nothing."""
+    gate = Gate()
+    held = define_schedule(name="held", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    other = define_schedule(name="other", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    ext = define_schedule(
+        name="ext", cron="* * * * *", timezone="UTC", trigger="external", handler=gate
+    )
+    config = SchedulingConfig(
+        database_url=sqlite_url,
+        replica_id="solo",
+        shutdown_grace_ms=10_000,
+        schedule_trigger_token=TOKEN,
+        inspect_token=INSPECT,
+        external_missed_policy="off",
+    )
+    s = Scheduling([held, other, ext], config=config, clock=ManualClock(T1))
+    app = FastAPI()
+    app.include_router(schedules_router)
+    stop = anyio.Event()
+    answers: dict[str, httpx.Response] = {}
+
+    async def serve() -> None:
+        async with s.run(app):
+            await stop.wait()
+
+    async with (
+        anyio.create_task_group() as tg,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        tg.start_soon(serve)
+        await until(lambda: _true(s.engine is not None and s.store is not None))
+        first = await http.post("/_voltro/inspect/schedules/held/fire", headers=INSPECT_AUTH)
+        assert first.status_code == 202, first.text
+        await until(lambda: _true(gate.inside == 1))
+        stop.set()  # shutdown begins; the held run keeps it draining
+        assert s.engine is not None
+        await until(lambda: _true(s.engine is not None and s.engine.dispatcher.closing))
+        answers["fire"] = await http.post(
+            "/_voltro/inspect/schedules/other/fire", headers=INSPECT_AUTH
+        )
+        answers["trigger"] = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+        gate.release.set()
+    for answer in answers.values():
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["code"] == "shutting_down", answer.text
+    async with s.run(arm=False):
+        assert s.store is not None
+        rows = await s.store.list_runs(None, limit=100)
+    assert [(r.name, r.status) for r in rows] == [("held", RunStatus.SUCCEEDED)]
+    assert gate.entered == 1
+
+
+T1 = datetime(2031, 3, 1, 12, 0, 5, tzinfo=UTC)
+
+
+async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url: str) -> None:
+    """Concurrent Run now calls used to start a handler each, without bound. Now a second one
+    while the first is in flight answers 409 ``busy`` naming the run in flight; once it
+    finished, Run now runs again. Other schedules are not held up."""
+    gate = Gate()
+    job = define_schedule(name="job", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    side = define_schedule(name="side", cron="0 0 1 1 *", timezone="UTC", handler=gate)
+    config = SchedulingConfig(
+        database_url=sqlite_url, replica_id="solo", inspect_token=INSPECT, shutdown_grace_ms=0
+    )
+    s = Scheduling([job, side], config=config, clock=ManualClock(T1))
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with (
+        s.run(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        fire = "/_voltro/inspect/schedules/{}/fire"
+        burst = [await http.post(fire.format("job"), headers=INSPECT_AUTH) for _ in range(5)]
+        assert [r.status_code for r in burst] == [202, 409, 409, 409, 409], burst
+        first_id = burst[0].json()["runId"]
+        assert {r.json()["code"] for r in burst[1:]} == {"busy"}
+        assert {r.json()["runId"] for r in burst[1:]} == {first_id}
+        assert (await http.post(fire.format("side"), headers=INSPECT_AUTH)).status_code == 202
+        await until(lambda: _true(gate.inside == 2))
+        gate.release.set()
+
+        async def finished() -> bool:
+            assert s.store is not None
+            run = await s.store.get_run(first_id)
+            return run is not None and run.terminal
+
+        await until(finished)
+        await anyio.sleep(0.05)
+        again = await http.post(fire.format("job"), headers=INSPECT_AUTH)
+        assert again.status_code == 202, again.text
+        assert gate.most == 2
+
+
+@pytest.mark.postgres
+async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_record(
+    postgres_url: str,
+) -> None:
+    """Replica A claims an external slot and cannot record its run (its link is cut between
+    the two): 503. The platform's retry lands on replica B while A still holds the claim.
+    Before the fix B answered ``200 duplicate, runId: null`` and the slot never ran; now A
+    releases the claim once its link is back and B, still answering the retry, runs it."""
+    ran: list[str] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        ran.append(ctx.run_id)
+
+    ext = define_schedule(
+        name="ext", cron="* * * * *", timezone="UTC", trigger="external", handler=handler
+    )
+    async with proxied(postgres_url) as (proxy, through):
+        apps: list[FastAPI] = []
+        replicas: list[Scheduling] = []
+        for replica, url in (("a", through), ("b", postgres_url)):
+            config = SchedulingConfig(
+                database_url=url,
+                replica_id=replica,
+                schedule_trigger_token=TOKEN,
+                external_missed_policy="off",
+            )
+            replicas.append(Scheduling([ext], config=config, clock=ManualClock(T1)))
+            apps.append(FastAPI())
+            apps[-1].include_router(schedules_router)
+        a, b = replicas
+        async with (
+            a.run(apps[0]),
+            b.run(apps[1]),
+            client(apps[0]) as ha,
+            client(apps[1]) as hb,
+        ):
+            cut_before(inner_store(a), "insert_runs", proxy, lambda runs: runs[0].name == "ext")
+            first = await ha.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert first.status_code == 503, first.text
+
+            async def restore_soon() -> None:
+                await anyio.sleep(1.0)
+                proxy.restore()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(restore_soon)
+                retry = await hb.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            assert retry.status_code == 202, retry.text
+            run_id = retry.json()["runId"]
+
+            async def done() -> bool:
+                return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(b, "ext"))
+
+            await until(done)
+            rows = await rows_of(b, "ext")
+    assert ran == [run_id]
+    assert [(r.status, r.replica_id) for r in rows] == [(RunStatus.SUCCEEDED, "b")]
