@@ -32,6 +32,12 @@ class SchedulingConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="VOLTRO_", extra="forbid", frozen=True)
 
+    scheduler_enabled: bool = Field(
+        default=True,
+        description="false: the lifespan arms nothing and opens no database (no SQLite file "
+        "is created), and the package's routes answer 503 scheduler_disabled — for test "
+        "suites (TestClient(app) then fires nothing) and for a replica that must not fire.",
+    )
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
         description="SQLAlchemy async URL of the ledger (sqlite+aiosqlite, postgresql+asyncpg, "

@@ -16,6 +16,7 @@
     ├── TokenNotConfiguredError   a route's bearer token is unset: the route stays shut
     ├── AuthenticationError       a bearer token is missing or wrong
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
+    ├── SchedulerDisabledError    VOLTRO_SCHEDULER_ENABLED=false: the scheduler is off on purpose
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
@@ -75,6 +76,13 @@ class RunNotFoundError(VoltroError, LookupError):
 
 class SchedulerNotRunningError(VoltroError):
     """The scheduler of the app is not running: its lifespan never started, or it stopped."""
+
+
+class SchedulerDisabledError(VoltroError):
+    """The scheduler is switched off (``VOLTRO_SCHEDULER_ENABLED=false``): nothing is armed and
+    no database is open, so the routes have nothing to answer with."""
+
+    variable = "VOLTRO_SCHEDULER_ENABLED"
 
 
 class TriggerRefusedError(VoltroError):

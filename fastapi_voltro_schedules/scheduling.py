@@ -29,7 +29,7 @@ from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import Coordination, TriggerMode
-from .errors import ConfigurationError, ScheduleNotFoundError
+from .errors import ConfigurationError, ScheduleNotFoundError, SchedulerDisabledError
 from .external_missed import watch_external_missed
 from .ledger import Ledger
 from .logs import ensure_visible, logger
@@ -132,6 +132,13 @@ class Scheduling:
             yield self
             return
         self._running = True
+        if not self.config.scheduler_enabled:
+            try:
+                self._disabled_boot(app)
+                yield self
+            finally:
+                self._running = False
+            return
         try:
             store = await self._boot(app)
             self.engine = engine = self._build_engine(store)
@@ -201,7 +208,10 @@ class Scheduling:
         return schedule
 
     def running_engine(self) -> Engine:
-        """The engine of the running scheduler; :class:`ConfigurationError` outside ``run``."""
+        """The engine of the running scheduler; :class:`ConfigurationError` outside ``run``,
+        :class:`SchedulerDisabledError` when ``scheduler_enabled`` is false."""
+        if not self.config.scheduler_enabled:
+            raise SchedulerDisabledError(self.disabled_message())
         if self.engine is None:
             raise ConfigurationError(
                 "the scheduler is not running — call this inside `async with "
@@ -237,6 +247,26 @@ class Scheduling:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
         says. Returns once the run row exists; the handler runs in the background."""
         return await self.running_engine().fire_now(self.schedule(name))
+
+    def disabled_message(self) -> str:
+        return (
+            "the scheduler is disabled (VOLTRO_SCHEDULER_ENABLED=false / "
+            "SchedulingConfig(scheduler_enabled=False)): nothing is armed and no database is "
+            "open — unset it (or set it to true) to run schedules in this process"
+        )
+
+    def _disabled_boot(self, app: FastAPI | None) -> None:
+        """The off switch: bind the app (so routes can say why) and touch nothing else."""
+        ensure_visible()
+        self.validate()
+        self.app = app
+        if app is not None:
+            app.state.scheduling = self
+        logger.info(
+            "scheduler: disabled (VOLTRO_SCHEDULER_ENABLED=false) — %d schedule(s) not armed, "
+            "no database opened; the routes answer 503 scheduler_disabled",
+            len(self.schedules),
+        )
 
     async def _boot(self, app: FastAPI | None) -> Store:
         from .migrations import ensure_schema

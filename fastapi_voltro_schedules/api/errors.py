@@ -27,6 +27,7 @@ from ..errors import (
     OffCadenceError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    SchedulerDisabledError,
     SchedulerNotRunningError,
     StoreUnavailableError,
     TokenNotConfiguredError,
@@ -48,6 +49,7 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (BackfillRequestError, 422, "invalid_backfill"),
     (StoreUnavailableError, 503, "store_unavailable"),
     (SchedulerNotRunningError, 503, "scheduler_not_running"),
+    (SchedulerDisabledError, 503, "scheduler_disabled"),
     (VoltroError, 500, "error"),
 )
 """(error class, status, code), most specific first: the first ``isinstance`` match wins."""
@@ -67,7 +69,7 @@ def error_response(error: VoltroError) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(error, TriggerRefusedError):
         body.update(error.details)
-    elif isinstance(error, TokenNotConfiguredError):
+    elif isinstance(error, TokenNotConfiguredError | SchedulerDisabledError):
         body["variable"] = error.variable
     elif isinstance(error, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
