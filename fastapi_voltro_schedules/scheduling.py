@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from . import wiring
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
 from .clock import Clock, SystemClock, iso_z
 from .config import (
@@ -74,11 +75,17 @@ class Scheduling:
         self.engine: Engine | None = None
         self.app: FastAPI | None = None
         self._running = False
+        wiring.register(self)  # so schedules_router's lifespan can find a module-level one
 
     @classmethod
     def from_package(cls, package: str | ModuleType, **kwargs: Any) -> Scheduling:
         """A scheduler for every schedule in the package's ``*_cron`` modules."""
         return cls(discover_schedules(package), **kwargs)
+
+    @property
+    def active(self) -> bool:
+        """Inside :meth:`run` (booted, or switched off by ``scheduler_enabled=False``)."""
+        return self._running
 
     @property
     def effective_coordination(self) -> Coordination:
