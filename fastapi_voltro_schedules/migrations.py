@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from .errors import SchemaError
+from .leadership import file_lock, sqlite_file
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
@@ -327,6 +329,24 @@ def _current_heads_sync(conn: Connection) -> tuple[str, ...]:
     return tuple(context.get_current_heads())
 
 
+def _sqlite_migrate_lock(target: str | URL | AsyncEngine) -> AbstractAsyncContextManager[None]:
+    """On a SQLite file, the file lock that serialises migrators across processes.
+
+    ``BEGIN IMMEDIATE`` alone is not enough on a fresh file: the first connection's
+    ``journal_mode=WAL`` switch and the first ``CREATE TABLE`` race without a busy handler, and
+    a second booting process fails with ``database is locked``.
+    """
+    url = target.url if isinstance(target, AsyncEngine) else async_url(target)
+    database = sqlite_file(url)
+    return file_lock(database) if database is not None else contextlib.nullcontext()
+
+
+async def _upgrade(target: str | URL | AsyncEngine, revision: str) -> None:
+    await _with_connection(
+        target, lambda conn: _upgrade_sync(conn, revision), create_parent_dir=True
+    )
+
+
 async def upgrade_to_head(target: str | URL | AsyncEngine, *, revision: str = "head") -> None:
     """Migrate the ledger tables of ``target`` (a database URL or an ``AsyncEngine``) to head.
 
@@ -334,9 +354,8 @@ async def upgrade_to_head(target: str | URL | AsyncEngine, *, revision: str = "h
     :class:`~fastapi_voltro_schedules.errors.SchemaError` when the URL cannot be used;
     database errors propagate.
     """
-    await _with_connection(
-        target, lambda conn: _upgrade_sync(conn, revision), create_parent_dir=True
-    )
+    async with _sqlite_migrate_lock(target):
+        await _upgrade(target, revision)
 
 
 async def current_revision(target: str | URL | AsyncEngine) -> str | None:
@@ -377,15 +396,16 @@ async def ensure_schema(target: str | URL | AsyncEngine) -> None:
     """
     url = target.url if isinstance(target, AsyncEngine) else async_url(target)
     _ensure_sqlite_dir(url)
-    current = await current_revision(target)
-    head = head_revision()
-    if current == head:
-        return
-    if current is None and await schema_matches_models(target):
-        return
-    if url.get_backend_name() == "sqlite":
-        await upgrade_to_head(target)
-        return
+    async with _sqlite_migrate_lock(target):
+        current = await current_revision(target)
+        head = head_revision()
+        if current == head:
+            return
+        if current is None and await schema_matches_models(target):
+            return
+        if url.get_backend_name() == "sqlite":
+            await _upgrade(target, "head")
+            return
     state = "has no ledger tables" if current is None else f"is at revision {current}"
     raise SchemaError(
         f"the scheduler's tables ({RUNS_TABLE}, {CLAIMS_TABLE}) are missing or not at the "

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from . import wiring
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
@@ -32,6 +33,7 @@ from .engine import Engine
 from .enums import Coordination, TriggerMode
 from .errors import ConfigurationError, ScheduleNotFoundError, SchedulerDisabledError
 from .external_missed import watch_external_missed
+from .leadership import FirerLock, Leadership, sqlite_file
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .runner import Runner
@@ -146,15 +148,26 @@ class Scheduling:
             finally:
                 self._running = False
             return
+        leadership: Leadership | None = None
         try:
             store = await self._boot(app)
             self.engine = engine = self._build_engine(store)
             failure: Exception | None = None
+
+            async def arm_timer(tg: TaskGroup) -> None:
+                await tg.start(engine.supervise)
+                tg.start_soon(watch_external_missed, self)
+
+            def serve_runs(tg: TaskGroup) -> None:
+                # Not the firer: no supervisor, so admitted runs (Run now, the trigger route)
+                # execute in this group until a takeover arms the engine's own.
+                engine._runs = tg
+
             async with anyio.create_task_group() as tg:
                 tg.start_soon(engine.runner.watchdog.run)
                 if arm:
-                    await tg.start(engine.supervise)
-                    tg.start_soon(watch_external_missed, self)
+                    leadership = Leadership(self._firer_lock(store), arm_timer, serve_runs)
+                    await leadership.start(tg)
                 try:
                     yield self
                 except Exception as exc:
@@ -162,14 +175,32 @@ class Scheduling:
                     # ExceptionGroup.
                     failure = exc
                 finally:
-                    if arm:
-                        await engine.stop()
+                    if leadership is not None:
+                        if await leadership.stop():
+                            await engine.stop()
+                        else:
+                            await engine._drain()  # a follower's runs get the grace too
                     tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
             if failure is not None:
                 raise failure
         finally:
+            if leadership is not None:
+                leadership.release()
             await self._shutdown()
             self._running = False
+
+    def _firer_lock(self, store: Store) -> FirerLock | None:
+        """The one-firer lock of a SQLite file ledger (``leadership.py``); memory and server
+        databases need none."""
+        from sqlalchemy import make_url
+
+        from .store import SQLStore
+
+        url = store.engine.url if isinstance(store, SQLStore) else make_url(
+            self.config.database_url
+        )
+        database = sqlite_file(url)
+        return FirerLock(database) if database is not None else None
 
     async def plan_backfill(
         self,

@@ -32,9 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["module_level", "register", "scheduling_for"]
 
 _PACKAGE = __name__.rpartition(".")[0]
-_registry: weakref.WeakKeyDictionary[Scheduling, tuple[str, str, int]] = (
-    weakref.WeakKeyDictionary()
-)
+_registry: weakref.WeakKeyDictionary[Scheduling, tuple[str, str, int]] = weakref.WeakKeyDictionary()
 
 
 def register(scheduling: Scheduling) -> None:
