@@ -28,12 +28,12 @@ from alembic.autogenerate.api import AutogenContext, compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect, make_url, text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from .errors import SchemaError
+from .errors import ConfigurationError, SchemaError
 from .leadership import file_lock, sqlite_file
 from .models import (
     ALEMBIC_VERSION_TABLE,
@@ -42,6 +42,7 @@ from .models import (
     UTCDateTime,
     voltro_metadata,
 )
+from .urls import normalize_database_url, redact_url
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
@@ -70,16 +71,6 @@ VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE})
 """The only tables our migrations create, compare or drop."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-
-# A plain dialect name picks its sync DBAPI; the ledger runs on asyncio, so the bare names
-# map to the async drivers the package supports. Explicit drivers are left alone.
-_ASYNC_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
-    "mysql": "mysql+asyncmy",
-    "mariadb": "mysql+asyncmy",
-}
 
 _MIGRATE_LOCK_KEY = 0x766F6C74726F  # "voltro": the advisory lock serialising concurrent migrates
 
@@ -136,23 +127,13 @@ def head_revision() -> str:
 
 
 def async_url(database_url: str | URL) -> URL:
-    """``database_url`` as a SQLAlchemy URL with an asyncio driver.
-
-    ``sqlite://…``, ``postgresql://…`` and ``mysql://…`` without a driver get aiosqlite,
-    asyncpg and asyncmy; a URL naming its driver is returned unchanged.
-    """
-    url = make_url(database_url)
-    if "+" not in url.drivername and url.drivername in _ASYNC_DRIVERS:
-        url = url.set(drivername=_ASYNC_DRIVERS[url.drivername])
-    return url
-
-
-def redact_url(database_url: str | URL) -> str:
-    """The URL for logs and messages: the password replaced by ``***``."""
+    """``database_url`` with an asyncio driver, by the one normaliser
+    (:func:`fastapi_voltro_schedules.urls.normalize_database_url`); a URL it refuses is a
+    :class:`SchemaError` here, as every other unusable URL of this module."""
     try:
-        return make_url(database_url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL: show none of it rather than a secret
-        return "<unparsable database URL>"
+        return normalize_database_url(database_url)
+    except ConfigurationError as exc:
+        raise SchemaError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- autogenerate hooks

@@ -96,6 +96,11 @@ class Scheduling:
     def trigger_of(self, schedule: Schedule) -> TriggerMode:
         return schedule.effective_trigger(self.config.trigger)
 
+    def ledger_target(self) -> str | AsyncEngine:
+        """Where this scheduler's ledger lives: the shared engine, else ``config.database_url``
+        (normalised) — what ``voltro migrate --app`` migrates."""
+        return self._engine if self._engine is not None else self.config.database_url
+
     def get(self, name: str) -> Schedule | None:
         return next((s for s in self.schedules if s.name == name), None)
 
