@@ -77,6 +77,7 @@ class Scheduling:
         self.engine: Engine | None = None
         self.app: FastAPI | None = None
         self._running = False
+        self._leadership: Leadership | None = None
         wiring.register(self)  # so schedules_router's lifespan can find a module-level one
 
     @classmethod
@@ -88,6 +89,12 @@ class Scheduling:
     def active(self) -> bool:
         """Inside :meth:`run` (booted, or switched off by ``scheduler_enabled=False``)."""
         return self._running
+
+    @property
+    def fires_here(self) -> bool:
+        """Whether this process arms the timer (``False`` in a process that only serves the
+        routes of a SQLite file another process fires, see ``leadership.py``)."""
+        return self._leadership is not None and self._leadership.armed
 
     @property
     def effective_coordination(self) -> Coordination:
@@ -172,6 +179,7 @@ class Scheduling:
                 tg.start_soon(engine.runner.watchdog.run)
                 if arm:
                     leadership = Leadership(self._firer_lock(store), arm_timer, serve_runs)
+                    self._leadership = leadership
                     await leadership.start(tg)
                 try:
                     yield self
@@ -191,6 +199,7 @@ class Scheduling:
         finally:
             if leadership is not None:
                 leadership.release()
+            self._leadership = None
             await self._shutdown()
             self._running = False
 

@@ -100,7 +100,9 @@ async def list_schedules(request: Request) -> JSONResponse:
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
         next_firing = engine.next_firing(schedule.name) if engine is not None else None
-        if next_firing is None and trigger is TriggerMode.EXTERNAL:
+        # External schedules arm no timer, and neither does a process that is not the firer of
+        # its SQLite file: the cron still says when the slot comes.
+        if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
             next_firing = schedule.next_occurrence(now)
         previous = last.get(schedule.name)
         items.append(
@@ -125,6 +127,7 @@ async def list_schedules(request: Request) -> JSONResponse:
         {
             "coordination": scheduling.effective_coordination.value,
             "replicaId": scheduling.config.replica_id,
+            "firesHere": scheduling.fires_here,
             "now": iso_z(now),
             "schedules": items,
         }
