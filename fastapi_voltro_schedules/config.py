@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 
 from .enums import ChangeStrategy, Coordination, ExternalMissedPolicy, TriggerMode
 from .errors import ConfigurationError
+from .urls import normalize_database_url
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 
@@ -31,14 +32,28 @@ class SchedulingConfig(BaseSettings):
     empty variable (``VOLTRO_COORDINATION=`` left in a manifest) counts as unset, for every field.
     """
 
+    # hide_input_in_errors: a refused database URL (or token) must not be echoed, password and
+    # all, into the ValidationError a boot log prints. env_ignore_empty: an empty VOLTRO_*
+    # variable is unset, not a value to refuse.
     model_config = SettingsConfigDict(
-        env_prefix="VOLTRO_", extra="forbid", frozen=True, env_ignore_empty=True
+        env_prefix="VOLTRO_",
+        extra="forbid",
+        frozen=True,
+        env_ignore_empty=True,
+        hide_input_in_errors=True,
     )
 
+    scheduler_enabled: bool = Field(
+        default=True,
+        description="false: the lifespan arms nothing and opens no database (no SQLite file "
+        "is created), and the package's routes answer 503 scheduler_disabled — for test "
+        "suites (TestClient(app) then fires nothing) and for a replica that must not fire.",
+    )
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
-        description="SQLAlchemy async URL of the ledger (sqlite+aiosqlite, postgresql+asyncpg, "
-        "mysql+asyncmy). Ignored when Scheduling(engine=...) shares the app's engine.",
+        description="SQLAlchemy URL of the ledger (sqlite+aiosqlite, postgresql+asyncpg, "
+        "mysql+asyncmy; postgres://, mysql://, mariadb:// and sqlite:/// get those drivers). "
+        "Ignored when Scheduling(engine=...) shares the app's engine.",
     )
     trigger: TriggerMode = Field(
         default=TriggerMode.SELF, description="App-wide default trigger for schedules."
@@ -95,12 +110,15 @@ class SchedulingConfig(BaseSettings):
 
     @field_validator("database_url")
     @classmethod
-    def _parseable_url(cls, value: str) -> str:
+    def _normalized_url(cls, value: str) -> str:
+        # The one normaliser (urls.py): boot and the CLI see the URL exactly as stored here.
         try:
-            store_kind(value)
+            url = normalize_database_url(value)
         except ConfigurationError as exc:
             raise ValueError(str(exc)) from None
-        return value
+        if isinstance(value, str) and value.partition("://")[0] == url.drivername:
+            return value  # already async: kept verbatim (rendering would quote `:memory:`)
+        return url.render_as_string(hide_password=False)
 
     def heartbeat_seconds(self) -> float:
         return self.schedule_heartbeat_ms / 1000

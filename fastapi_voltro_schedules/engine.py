@@ -160,7 +160,7 @@ class Engine:
                     runs.start_soon(self.runner.ledger.holes.loop)
                     task_status.started()
                     await self.timer.run()
-                await self._drain()
+                await self.drain()
                 runs.cancel_scope.cancel()
         finally:
             self.dispatcher.bind(None)
@@ -184,7 +184,8 @@ class Engine:
             self._timer_scope.cancel()
         await self._stopped.wait()
 
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
+        """Give the runs in flight the shutdown grace period to end."""
         if self.inflight.count == 0:
             return
         logger.info(

@@ -22,6 +22,7 @@
     ├── SchedulerNotRunningError  the app's scheduler has not started (or has stopped)
     │   └── SchedulerShuttingDownError  shutdown began: nothing new is admitted
     ├── RunNowBusyError           a Run now of the schedule is still in flight in this process
+    ├── SchedulerDisabledError    VOLTRO_SCHEDULER_ENABLED=false: the scheduler is off on purpose
     ├── ConfigurationError        SchedulingConfig / boot-time wiring is wrong
     ├── SchemaError               the ledger tables are missing or behind head
     ├── InvalidQueryError         an inspect query parameter is malformed (also a ValueError)
@@ -124,6 +125,11 @@ class RunNowBusyError(VoltroError):
         )
         self.name = name
         self.run_id = run_id
+class SchedulerDisabledError(VoltroError):
+    """The scheduler is switched off (``VOLTRO_SCHEDULER_ENABLED=false``): nothing is armed and
+    no database is open, so the routes have nothing to answer with."""
+
+    variable = "VOLTRO_SCHEDULER_ENABLED"
 
 
 class TriggerRefusedError(VoltroError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -27,12 +28,13 @@ from alembic.autogenerate.api import AutogenContext, compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect, make_url, text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from .errors import SchemaError
+from .errors import ConfigurationError, SchemaError
+from .leadership import file_lock, sqlite_file
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
@@ -41,6 +43,7 @@ from .models import (
     UTCDateTime,
     voltro_metadata,
 )
+from .urls import normalize_database_url, redact_url
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
@@ -69,16 +72,6 @@ VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABL
 """The only tables our migrations create, compare or drop."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-
-# A plain dialect name picks its sync DBAPI; the ledger runs on asyncio, so the bare names
-# map to the async drivers the package supports. Explicit drivers are left alone.
-_ASYNC_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
-    "mysql": "mysql+asyncmy",
-    "mariadb": "mysql+asyncmy",
-}
 
 _MIGRATE_LOCK_KEY = 0x766F6C74726F  # "voltro": the advisory lock serialising concurrent migrates
 
@@ -135,23 +128,13 @@ def head_revision() -> str:
 
 
 def async_url(database_url: str | URL) -> URL:
-    """``database_url`` as a SQLAlchemy URL with an asyncio driver.
-
-    ``sqlite://…``, ``postgresql://…`` and ``mysql://…`` without a driver get aiosqlite,
-    asyncpg and asyncmy; a URL naming its driver is returned unchanged.
-    """
-    url = make_url(database_url)
-    if "+" not in url.drivername and url.drivername in _ASYNC_DRIVERS:
-        url = url.set(drivername=_ASYNC_DRIVERS[url.drivername])
-    return url
-
-
-def redact_url(database_url: str | URL) -> str:
-    """The URL for logs and messages: the password replaced by ``***``."""
+    """``database_url`` with an asyncio driver, by the one normaliser
+    (:func:`fastapi_voltro_schedules.urls.normalize_database_url`); a URL it refuses is a
+    :class:`SchemaError` here, as every other unusable URL of this module."""
     try:
-        return make_url(database_url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL: show none of it rather than a secret
-        return "<unparsable database URL>"
+        return normalize_database_url(database_url)
+    except ConfigurationError as exc:
+        raise SchemaError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- autogenerate hooks
@@ -328,6 +311,24 @@ def _current_heads_sync(conn: Connection) -> tuple[str, ...]:
     return tuple(context.get_current_heads())
 
 
+def _sqlite_migrate_lock(target: str | URL | AsyncEngine) -> AbstractAsyncContextManager[None]:
+    """On a SQLite file, the file lock that serialises migrators across processes.
+
+    ``BEGIN IMMEDIATE`` alone is not enough on a fresh file: the first connection's
+    ``journal_mode=WAL`` switch and the first ``CREATE TABLE`` race without a busy handler, and
+    a second booting process fails with ``database is locked``.
+    """
+    url = target.url if isinstance(target, AsyncEngine) else async_url(target)
+    database = sqlite_file(url)
+    return file_lock(database) if database is not None else contextlib.nullcontext()
+
+
+async def _upgrade(target: str | URL | AsyncEngine, revision: str) -> None:
+    await _with_connection(
+        target, lambda conn: _upgrade_sync(conn, revision), create_parent_dir=True
+    )
+
+
 async def upgrade_to_head(target: str | URL | AsyncEngine, *, revision: str = "head") -> None:
     """Migrate the ledger tables of ``target`` (a database URL or an ``AsyncEngine``) to head.
 
@@ -335,9 +336,8 @@ async def upgrade_to_head(target: str | URL | AsyncEngine, *, revision: str = "h
     :class:`~fastapi_voltro_schedules.errors.SchemaError` when the URL cannot be used;
     database errors propagate.
     """
-    await _with_connection(
-        target, lambda conn: _upgrade_sync(conn, revision), create_parent_dir=True
-    )
+    async with _sqlite_migrate_lock(target):
+        await _upgrade(target, revision)
 
 
 async def current_revision(target: str | URL | AsyncEngine) -> str | None:
@@ -378,15 +378,16 @@ async def ensure_schema(target: str | URL | AsyncEngine) -> None:
     """
     url = target.url if isinstance(target, AsyncEngine) else async_url(target)
     _ensure_sqlite_dir(url)
-    current = await current_revision(target)
-    head = head_revision()
-    if current == head:
-        return
-    if current is None and await schema_matches_models(target):
-        return
-    if url.get_backend_name() == "sqlite":
-        await upgrade_to_head(target)
-        return
+    async with _sqlite_migrate_lock(target):
+        current = await current_revision(target)
+        head = head_revision()
+        if current == head:
+            return
+        if current is None and await schema_matches_models(target):
+            return
+        if url.get_backend_name() == "sqlite":
+            await _upgrade(target, "head")
+            return
     state = "has no ledger tables" if current is None else f"is at revision {current}"
     raise SchemaError(
         f"the scheduler's tables ({RUNS_TABLE}, {CLAIMS_TABLE}, {PAUSES_TABLE}) are missing or "

@@ -15,7 +15,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
+from . import wiring
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
 from .clock import Clock, SystemClock, iso_z
 from .config import (
@@ -30,8 +32,14 @@ from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import ChangeStrategy, Coordination, TriggerMode
-from .errors import ConfigurationError, ScheduleNotFoundError, SchedulePausedError
+from .errors import (
+    ConfigurationError,
+    ScheduleNotFoundError,
+    SchedulePausedError,
+    SchedulerDisabledError,
+)
 from .external_missed import watch_external_missed
+from .leadership import FirerLock, Leadership, sqlite_file
 from .ledger import Ledger
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
@@ -93,6 +101,8 @@ class Scheduling:
         self.tokens: Tokens = Tokens()
         """The route tokens, parsed and checked at boot (:func:`load_tokens`)."""
         self._running = False
+        self._leadership: Leadership | None = None
+        wiring.register(self)  # so schedules_router's lifespan can find a module-level one
 
     @classmethod
     def from_package(cls, package: str | ModuleType, **kwargs: Any) -> Scheduling:
@@ -100,11 +110,27 @@ class Scheduling:
         return cls(discover_schedules(package), **kwargs)
 
     @property
+    def active(self) -> bool:
+        """Inside :meth:`run` (booted, or switched off by ``scheduler_enabled=False``)."""
+        return self._running
+
+    @property
+    def fires_here(self) -> bool:
+        """Whether this process arms the timer (``False`` in a process that only serves the
+        routes of a SQLite file another process fires, see ``leadership.py``)."""
+        return self._leadership is not None and self._leadership.armed
+
+    @property
     def effective_coordination(self) -> Coordination:
         return self.coordination.effective
 
     def trigger_of(self, schedule: Schedule) -> TriggerMode:
         return schedule.effective_trigger(self.config.trigger)
+
+    def ledger_target(self) -> str | AsyncEngine:
+        """Where this scheduler's ledger lives: the shared engine, else ``config.database_url``
+        (normalised) — what ``voltro migrate --app`` migrates."""
+        return self._engine if self._engine is not None else self.config.database_url
 
     def get(self, name: str) -> Schedule | None:
         return next((s for s in self.schedules if s.name == name), None)
@@ -151,20 +177,41 @@ class Scheduling:
             yield self
             return
         self._running = True
+        if not self.config.scheduler_enabled:
+            try:
+                self._disabled_boot(app)
+                yield self
+            finally:
+                self._running = False
+            return
+        leadership: Leadership | None = None
         try:
             store = await self._boot(app)
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = self._build_engine(store)
             failure: Exception | None = None
+
+            async def arm_timer(tg: TaskGroup) -> None:
+                await tg.start(engine.supervise)
+                tg.start_soon(partial(watch_external_missed, self, metrics=self.metrics))
+
+            def serve_runs(tg: TaskGroup) -> None:
+                # Not the firer: no supervisor, so admitted runs (Run now, the trigger route)
+                # execute in this group until a takeover arms the engine's own.
+                engine.dispatcher.bind(tg)
+
             async with anyio.create_task_group() as tg:
                 if self._hooks is not None:
                     tg.start_soon(self._hooks.run)
                 tg.start_soon(engine.runner.watchdog.run)
                 await tg.start(pauses.run)
                 if arm:
-                    await tg.start(engine.supervise)
-                    tg.start_soon(partial(watch_external_missed, self, metrics=self.metrics))
+                    leadership = Leadership(self._firer_lock(store), arm_timer, serve_runs)
+                    self._leadership = leadership
+                    await leadership.start(tg)
+                else:
+                    serve_runs(tg)  # no timer (the CLI's in-process verbs): runs execute here
                 try:
                     yield self
                 except Exception as exc:
@@ -172,16 +219,34 @@ class Scheduling:
                     # ExceptionGroup.
                     failure = exc
                 finally:
-                    if arm:
+                    if leadership is not None and await leadership.stop():
                         await engine.stop()
+                    else:
+                        await engine.drain()  # runs outside a supervisor get the grace too
                     if self._hooks is not None:
                         await self._hooks.close()  # deliver the shutdown's outcomes too
                     tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
             if failure is not None:
                 raise failure
         finally:
+            if leadership is not None:
+                leadership.release()
+            self._leadership = None
             await self._shutdown()
             self._running = False
+
+    def _firer_lock(self, store: Store) -> FirerLock | None:
+        """The one-firer lock of a SQLite file ledger (``leadership.py``); memory and server
+        databases need none."""
+        from sqlalchemy import make_url
+
+        from .store import SQLStore
+
+        url = store.engine.url if isinstance(store, SQLStore) else make_url(
+            self.config.database_url
+        )
+        database = sqlite_file(url)
+        return FirerLock(database) if database is not None else None
 
     async def plan_backfill(
         self,
@@ -235,7 +300,10 @@ class Scheduling:
         return schedule
 
     def running_engine(self) -> Engine:
-        """The engine of the running scheduler; :class:`ConfigurationError` outside ``run``."""
+        """The engine of the running scheduler; :class:`ConfigurationError` outside ``run``,
+        :class:`SchedulerDisabledError` when ``scheduler_enabled`` is false."""
+        if not self.config.scheduler_enabled:
+            raise SchedulerDisabledError(self.disabled_message())
         if self.engine is None:
             raise ConfigurationError(
                 "the scheduler is not running — call this inside `async with "
@@ -316,6 +384,26 @@ class Scheduling:
         """Resume ``name`` from its next occurrence; ``None`` when it was not paused."""
         self.schedule(name)
         return await self.running_pauses().resume(name, by=by)
+
+    def disabled_message(self) -> str:
+        return (
+            "the scheduler is disabled (VOLTRO_SCHEDULER_ENABLED=false / "
+            "SchedulingConfig(scheduler_enabled=False)): nothing is armed and no database is "
+            "open — unset it (or set it to true) to run schedules in this process"
+        )
+
+    def _disabled_boot(self, app: FastAPI | None) -> None:
+        """The off switch: bind the app (so routes can say why) and touch nothing else."""
+        ensure_visible()
+        self.validate()
+        self.app = app
+        if app is not None:
+            app.state.scheduling = self
+        logger.info(
+            "scheduler: disabled (VOLTRO_SCHEDULER_ENABLED=false) — %d schedule(s) not armed, "
+            "no database opened; the routes answer 503 scheduler_disabled",
+            len(self.schedules),
+        )
 
     async def _boot(self, app: FastAPI | None) -> Store:
         from .migrations import ensure_schema

@@ -59,6 +59,7 @@ async def test_schedules_list_coordination_and_next_firing(sqlite_url: str) -> N
         assert r.status_code == 200
         body = r.json()
         assert body["coordination"] == "single" and body["replicaId"] == "pod-1"
+        assert body["firesHere"] is True  # the only process on its SQLite file
         by_name = {s["name"]: s for s in body["schedules"]}
         assert by_name["digest"]["nextFiring"] == "2026-06-02T07:00:00.000Z"
         assert by_name["digest"]["trigger"] == "self" and by_name["digest"]["onOverlap"] == "skip"

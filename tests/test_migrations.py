@@ -389,7 +389,12 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
 def test_cli_migrate_reads_env_and_imports_app(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "voltro_cli_app_mod.py").write_text("app = object()\n")
+    # --app migrates what the app's Scheduling uses; its config reads VOLTRO_DATABASE_URL.
+    (tmp_path / "voltro_cli_app_mod.py").write_text(
+        "from fastapi_voltro_schedules import Scheduling\n"
+        "scheduling = Scheduling([])\n"
+        "app = object()\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VOLTRO_DATABASE_URL", "sqlite+aiosqlite:///./from-env.db")
     result = CliRunner().invoke(cli_app, ["migrate", "--app", "voltro_cli_app_mod:app"])

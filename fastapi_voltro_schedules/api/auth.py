@@ -30,6 +30,7 @@ from ..devtokens import INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV, is_dev_mode
 from ..errors import (
     AuthenticationError,
     ForbiddenRoleError,
+    SchedulerDisabledError,
     SchedulerNotRunningError,
     TokenNotConfiguredError,
 )
@@ -60,13 +61,20 @@ inspect_bearer = HTTPBearer(
 
 
 def scheduling_of(request: Request) -> Scheduling:
-    """The app's :class:`Scheduling` (``app.state.scheduling``, set when its lifespan boots)."""
+    """The app's :class:`Scheduling` (``app.state.scheduling``, set when its lifespan boots).
+
+    Checked before any token: a switched-off scheduler answers ``scheduler_disabled`` whatever
+    the caller presents, so a test suite sees why nothing happened.
+    """
     scheduling: Scheduling | None = getattr(request.app.state, "scheduling", None)
     if scheduling is None:
         raise SchedulerNotRunningError(
-            "the scheduler is not running in this app — pass lifespan=scheduling.lifespan to "
-            "FastAPI(), or enter `async with scheduling.run(app):` in your own lifespan"
+            "the scheduler is not running in this app — include schedules_router with a "
+            "module-level Scheduling(...), pass lifespan=scheduling.lifespan to FastAPI(), or "
+            "enter `async with scheduling.run(app):` in your own lifespan"
         )
+    if not scheduling.config.scheduler_enabled:
+        raise SchedulerDisabledError(scheduling.disabled_message())
     return scheduling
 
 

@@ -34,6 +34,7 @@ from ..errors import (
     RunNowBusyError,
     ScheduleNotFoundError,
     SchedulePausedError,
+    SchedulerDisabledError,
     SchedulerNotRunningError,
     SchedulerShuttingDownError,
     StoreUnavailableError,
@@ -66,6 +67,7 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (RunNowBusyError, 409, "busy"),
     (SchedulerShuttingDownError, 503, "shutting_down"),
     (SchedulerNotRunningError, 503, "scheduler_not_running"),
+    (SchedulerDisabledError, 503, "scheduler_disabled"),
     (VoltroError, 500, "error"),
 )
 """(error class, status, code), most specific first: the first ``isinstance`` match wins."""
@@ -85,7 +87,7 @@ def error_response(error: VoltroError) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(error, TriggerRefusedError):
         body.update(error.details)
-    elif isinstance(error, TokenNotConfiguredError):
+    elif isinstance(error, TokenNotConfiguredError | SchedulerDisabledError):
         body["variable"] = error.variable
     elif isinstance(error, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"

@@ -11,9 +11,10 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ..errors import StoreUnavailableError
+from ..errors import SchedulerDisabledError, StoreUnavailableError
+from .errors import VoltroRoute
 
-router = APIRouter(tags=["voltro schedules"])
+router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
 
 PING_TIMEOUT_SECONDS = 2.0
 
@@ -21,6 +22,9 @@ PING_TIMEOUT_SECONDS = 2.0
 @router.get("/_voltro/health", summary="Scheduler armed and ledger reachable (no token)")
 async def health(request: Request) -> JSONResponse:
     scheduling = getattr(request.app.state, "scheduling", None)
+    if scheduling is not None and not scheduling.config.scheduler_enabled:
+        # Switched off on purpose: say so like every other route (a probe then reads 503).
+        raise SchedulerDisabledError(scheduling.disabled_message())
     armed = scheduling is not None and scheduling.engine is not None
     store = None if scheduling is None else scheduling.store
     reachable = False

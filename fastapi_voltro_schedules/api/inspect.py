@@ -170,6 +170,10 @@ class ScheduleList(_Camel):
 
     coordination: str = Field(description="The effective coordination, shown once.")
     replica_id: str = Field(description="The replica that answered.")
+    fires_here: bool = Field(
+        description="Whether this process arms the timer (false on the non-firing workers of a "
+        "shared SQLite file: they serve the routes, another process fires)."
+    )
     now: str = Field(description="The answering replica's clock (for countdowns).")
     schedules: list[ScheduleView]
 
@@ -251,7 +255,9 @@ async def list_schedules(request: Request) -> ScheduleList:
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
         next_firing = engine.next_firing(schedule.name) if engine is not None else None
-        if next_firing is None and trigger is TriggerMode.EXTERNAL:
+        # External schedules arm no timer, and neither does a process that is not the firer of
+        # its SQLite file: the cron still says when the slot comes.
+        if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
             next_firing = schedule.next_occurrence(now)
         previous = last.get(schedule.name)
         pause = pauses.get(schedule.name) if pauses is not None else None
@@ -278,6 +284,7 @@ async def list_schedules(request: Request) -> ScheduleList:
     return ScheduleList(
         coordination=scheduling.effective_coordination.value,
         replica_id=scheduling.config.replica_id,
+        fires_here=scheduling.fires_here,
         now=iso_z(now),
         schedules=items,
     )

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from sqlalchemy import make_url
 
+from ..errors import ConfigurationError
 from ..migrations import DEFAULT_DATABASE_URL
+from ..urls import normalize_database_url
 
 if TYPE_CHECKING:
     from ..scheduling import Scheduling
@@ -31,8 +33,36 @@ app = typer.Typer(
 )
 
 
+def package_version() -> str:
+    """The installed distribution's version (the source tree's ``__version__`` without one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fastapi-voltro-schedules")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        from .. import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"voltro (fastapi-voltro-schedules) {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the package version and exit.",
+        ),
+    ] = False,
+) -> None:
     """fastapi-voltro-schedules: cron jobs inside a FastAPI app."""
     # A callback keeps `voltro migrate` a sub-command even while it is the only one.
 
@@ -55,9 +85,6 @@ AppOption = Annotated[
 ]
 
 
-SUPPORTED_BACKENDS = frozenset({"sqlite", "postgresql", "mysql", "mariadb"})
-
-
 class CliError(Exception):
     """A failure reported as one line on stderr and exit status 1."""
 
@@ -68,8 +95,16 @@ def _fail(command: str, message: str) -> typer.Exit:
 
 
 def resolve_database_url(database_url: str | None) -> str:
-    """The flag/env value (Typer already merged them), else the embedded default."""
-    return database_url or DEFAULT_DATABASE_URL
+    """The flag/env value (Typer already merged them), else the embedded default — through
+    the one normaliser (``urls.py``), so the CLI opens what the app's config would.
+    :class:`CliError` for a URL it refuses (the message never holds the password)."""
+    try:
+        url = normalize_database_url(
+            database_url or DEFAULT_DATABASE_URL, source="--database-url / VOLTRO_DATABASE_URL"
+        )
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from None
+    return url.render_as_string(hide_password=False)
 
 
 def import_app(spec: str) -> Any:

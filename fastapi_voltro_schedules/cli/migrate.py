@@ -1,4 +1,10 @@
-"""``voltro migrate``: create or upgrade the ledger tables."""
+"""``voltro migrate``: create or upgrade the ledger tables.
+
+The database is the one the app would use: with ``--app``, that app's ``Scheduling`` (its
+shared engine, else its config's URL — set in code or read from ``VOLTRO_DATABASE_URL``);
+without, ``--database-url`` / ``VOLTRO_DATABASE_URL`` / the embedded default. Either way the
+URL goes through the same normaliser as the config (``urls.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,27 +12,30 @@ import asyncio
 import logging
 
 import typer
-from sqlalchemy import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..migrations import VOLTRO_TABLES, async_url, current_revision, redact_url, upgrade_to_head
+from ..migrations import VOLTRO_TABLES, current_revision, redact_url, upgrade_to_head
 from ..models import CLAIMS_TABLE, PAUSES_TABLE, RUNS_TABLE
 from .common import (
-    SUPPORTED_BACKENDS,
     AppOption,
     CliError,
     DatabaseUrlOption,
     _fail,
     _scrub,
     app,
-    import_app,
+    find_scheduling,
     resolve_database_url,
 )
 
 
-async def _migrate(url: str) -> tuple[str | None, str]:
-    engine = create_async_engine(async_url(url), poolclass=NullPool)
+async def _migrate(target: str | AsyncEngine) -> tuple[str | None, str]:
+    # The app's own engine is migrated in place (and disposed: this process ends here).
+    engine = (
+        target
+        if isinstance(target, AsyncEngine)
+        else create_async_engine(target, poolclass=NullPool)
+    )
     try:
         await upgrade_to_head(engine)
         revision = await current_revision(engine)
@@ -35,37 +44,64 @@ async def _migrate(url: str) -> tuple[str | None, str]:
         await engine.dispose()
 
 
+def _app_target(app_path: str, database_url: str | None) -> tuple[str | AsyncEngine, str]:
+    """The ledger of ``--app``'s Scheduling, and the URL to show (and scrub) for it."""
+    try:
+        scheduling, _ = find_scheduling(app_path)
+    except CliError as exc:
+        raise _fail(
+            "migrate", f"{exc} — or migrate a URL instead: voltro migrate --database-url URL"
+        ) from None
+    target = scheduling.ledger_target()
+    url = (
+        target.url.render_as_string(hide_password=False)
+        if isinstance(target, AsyncEngine)
+        else target
+    )
+    where = "its shared engine" if isinstance(target, AsyncEngine) else "its config"
+    typer.echo(
+        f"voltro migrate: --app {app_path}: migrating {redact_url(url)} (the database its "
+        f"Scheduling uses, from {where})",
+        err=True,
+    )
+    if database_url is not None:
+        try:
+            given = resolve_database_url(database_url)
+        except CliError:
+            given = None
+        if given != url:
+            typer.echo(
+                f"voltro migrate: ignoring --database-url / VOLTRO_DATABASE_URL "
+                f"({redact_url(database_url)}): --app's Scheduling uses {redact_url(url)}",
+                err=True,
+            )
+    return target, url
+
+
 @app.command()
 def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) -> None:
     """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims,
     _voltro_schedule_pauses).
 
     Run it in your release step for PostgreSQL / MariaDB / MySQL; SQLite is migrated at boot.
-    Only our tables and our own version table (_voltro_alembic_version) are touched.
+    With --app module:app it migrates the database that app's Scheduling uses. Only our
+    tables and our own version table (_voltro_alembic_version) are touched.
     """
+    target: str | AsyncEngine
     if app_path:
+        target, url = _app_target(app_path, database_url)
+    else:
         try:
-            import_app(app_path)
+            target = url = resolve_database_url(database_url)
         except CliError as exc:
             raise _fail("migrate", str(exc)) from None
-    url = resolve_database_url(database_url)
     shown = redact_url(url)
-    try:
-        backend = make_url(url).get_backend_name()
-    except Exception:
-        raise _fail("migrate", f"cannot parse the database URL {shown}") from None
-    if backend not in SUPPORTED_BACKENDS:
-        raise _fail(
-            "migrate",
-            f'database backend "{backend}" is not supported ({shown}) — use '
-            "sqlite+aiosqlite, postgresql+asyncpg or mysql+asyncmy",
-        )
     asyncmy_logger = logging.getLogger("asyncmy")
     if asyncmy_logger.level == logging.NOTSET:
         # MariaDB notes such as "Name ... ignored for PRIMARY key" are not news to the user
         asyncmy_logger.setLevel(logging.ERROR)
     try:
-        revision, dialect = asyncio.run(_migrate(url))
+        revision, dialect = asyncio.run(_migrate(target))
     except Exception as exc:
         detail = _scrub(f"{type(exc).__name__}: {exc}", url)
         raise _fail("migrate", f"failed on {shown}: {detail}") from None

@@ -26,6 +26,7 @@ from sqlalchemy.sql.dml import Insert, Update
 from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..models import claims_table, runs_table, voltro_metadata
+from ..urls import normalize_database_url
 from . import statements as q
 from .base import LIVE_STATUSES, UNCHECKED, D, PauseRecord, RunOutcome, RunRecord, Store
 
@@ -59,8 +60,9 @@ def is_memory_url(url: str | URL) -> bool:
 def make_engine(url: str | URL, **options: Any) -> AsyncEngine:
     """An engine configured for the ledger: WAL + busy timeout + ``BEGIN IMMEDIATE`` writes on
     SQLite files, one shared connection for memory, pre-ping and connect timeouts on servers.
-    ``options`` go to ``create_async_engine`` and win over these defaults."""
-    u = make_url(url)
+    ``options`` go to ``create_async_engine`` and win over these defaults. A driver-less URL
+    gets its async driver (``urls.normalize_database_url``)."""
+    u = normalize_database_url(url)
     backend = u.get_backend_name()
     if backend == "sqlite":
         if is_memory_url(u):
