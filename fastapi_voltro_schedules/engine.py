@@ -83,6 +83,7 @@ class Engine:
         # (elsewhere the setting is refused at boot, see Scheduling).
         self.listens = cluster and change_strategy is ChangeStrategy.CDC
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
+        queue_metrics = queue_metrics or default_queue_metrics()
         line = (
             DurableLine(
                 store=store,
@@ -92,7 +93,7 @@ class Engine:
                 adoption_window_ms=adoption_window_ms,
                 watchdog=runner.watchdog,
                 wakeups=self.wakeups,
-                metrics=queue_metrics or default_queue_metrics(),
+                metrics=queue_metrics,
             )
             if cluster
             else None
@@ -127,6 +128,7 @@ class Engine:
             heartbeat_ms=heartbeat_ms,
             run_retention_ms=run_retention_ms,
             watched_names=list(watched_names) or [s.name for s in self.schedules],
+            queue_metrics=queue_metrics,
         )
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()

@@ -43,9 +43,7 @@ TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.MISSED, RunStatus.S
 def _recoveries(replica: Replica, outcome: str) -> float:
     text = httpx.get(replica.url + "/metrics", timeout=5).text
     match = re.search(
-        r'^voltro_schedule_queue_recoveries_total\{name="line",outcome="'
-        + outcome
-        + r'"\} (\S+)$',
+        r'^voltro_schedule_queue_recoveries_total\{name="line",outcome="' + outcome + r'"\} (\S+)$',
         text,
         re.MULTILINE,
     )
