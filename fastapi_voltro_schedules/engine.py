@@ -166,7 +166,7 @@ class Engine:
         while the channel is down, the poll still covers every waiter."""
         while True:
             try:
-                await self.store.listen_changed(self.wakeups.notify)
+                await self.store.listen_changed(self.wakeups.notify, task_status=_Listening())
             except Exception as exc:  # the channel broke: poll alone until it is back
                 logger.warning("schedule: change notifications lost — polling: %s", exc)
             await anyio.sleep(1.0)
@@ -219,3 +219,10 @@ class Engine:
 
     async def sweep(self) -> int:
         return await self.maintenance.sweep()
+
+
+class _Listening:
+    """Told by the store when its ``LISTEN`` is in place (again): say so, once per session."""
+
+    def started(self, value: object = None) -> None:
+        logger.info("schedule: listening for ledger changes (change_strategy=cdc)")
