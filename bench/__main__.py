@@ -4,6 +4,7 @@
     python -m bench steady [--n 1000 --n 10000] [--seconds 20]
     python -m bench herd | idle | boot
     python -m bench setup          # create bench/.venvs/aps3 and aps4 only
+    python -m bench.queue_handoff --postgres-url URL   # (all runs it with --postgres-url)
 
 See bench/README.md for what each figure means and the targets.
 """
@@ -83,6 +84,15 @@ def main(argv: list[str] | None = None) -> None:
                 capture_output=True, text=True, timeout=900, check=False,
             )
             print((done.stdout or done.stderr).rstrip())
+            print("```")
+        if args.postgres_url:
+            print("\n## queue handoff across replicas (Postgres): cdc vs poll, 30 handoffs\n```")
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.queue_handoff", *extra],
+                capture_output=True, text=True, timeout=900, check=False,
+            )
+            lines = [ln for ln in done.stdout.splitlines() if "handoffs=" in ln]
+            print("\n".join(lines) or done.stderr.rstrip())
             print("```")
     if args.json:
         args.json.write_text(

@@ -86,6 +86,7 @@ class Engine:
         # (elsewhere the setting is refused at boot, see Scheduling).
         self.listens = cluster and change_strategy is ChangeStrategy.CDC
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
+        queue_metrics = queue_metrics or default_queue_metrics()
         line = (
             DurableLine(
                 store=store,
@@ -95,7 +96,7 @@ class Engine:
                 adoption_window_ms=adoption_window_ms,
                 watchdog=runner.watchdog,
                 wakeups=self.wakeups,
-                metrics=queue_metrics or default_queue_metrics(),
+                metrics=queue_metrics,
             )
             if cluster
             else None
@@ -131,6 +132,7 @@ class Engine:
             heartbeat_ms=heartbeat_ms,
             run_retention_ms=run_retention_ms,
             watched_names=list(watched_names) or [s.name for s in self.schedules],
+            queue_metrics=queue_metrics,
         )
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
@@ -171,7 +173,7 @@ class Engine:
         while the channel is down, the poll still covers every waiter."""
         while True:
             try:
-                await self.store.listen_changed(self.wakeups.notify)
+                await self.store.listen_changed(self.wakeups.notify, task_status=_Listening())
             except Exception as exc:  # the channel broke: poll alone until it is back
                 logger.warning("schedule: change notifications lost — polling: %s", exc)
             await anyio.sleep(1.0)
@@ -226,3 +228,10 @@ class Engine:
 
     async def sweep(self) -> int:
         return await self.maintenance.sweep()
+
+
+class _Listening:
+    """Told by the store when its ``LISTEN`` is in place (again): say so, once per session."""
+
+    def started(self, value: object = None) -> None:
+        logger.info("schedule: listening for ledger changes (change_strategy=cdc)")

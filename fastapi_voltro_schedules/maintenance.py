@@ -20,11 +20,15 @@ from .planning import DEAD_AFTER_BEATS, is_live
 if TYPE_CHECKING:
     from .clock import Clock
     from .coordination import InFlight
+    from .metrics import QueueMetrics
     from .store import RunRecord, Store
 
 RETENTION_INTERVAL_SECONDS = 600.0
 RETENTION_BATCH = 1000
 CLAIM_RETENTION = timedelta(days=7)
+WRITTEN_OFF = "written-off"
+"""``error_tag`` of a queued row written off at boot because its schedule is no longer
+declared (distinct from ``abandoned``: a waiter that died and was not adopted in time)."""
 
 
 class Maintenance:
@@ -37,6 +41,7 @@ class Maintenance:
         heartbeat_ms: int,
         run_retention_ms: int | None,
         watched_names: Sequence[str],
+        queue_metrics: QueueMetrics | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -47,6 +52,7 @@ class Maintenance:
         )
         self.watched_names = list(watched_names)
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
+        self.queue_metrics = queue_metrics
 
     async def reaper_loop(self) -> None:
         interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
@@ -77,9 +83,12 @@ class Maintenance:
         return marked
 
     async def write_off(self) -> int:
-        """Boot: record ``missed`` the silent ``queued`` rows of names this app no longer
-        declares (renamed or deleted: nothing could ever adopt them). A beating waiter under an
-        unknown name belongs to another deployment sharing the database: left alone."""
+        """Boot: record ``missed`` (``error_tag="written-off"``) the silent ``queued`` rows of
+        names this app no longer declares — renamed or deleted, that name never fires again, so
+        nothing could ever adopt them, and the retention sweep keeps queued rows forever. Each
+        is counted ``abandoned`` (its work will not run). A beating waiter under an unknown name
+        belongs to another deployment sharing the database: left alone. Every write compares
+        the beat it judged, so a waiter that beat meanwhile is not touched."""
         try:
             queued = await self.store.queued_names()
         except StoreUnavailableError as exc:
@@ -103,16 +112,24 @@ class Maintenance:
                         expect_heartbeat_at=row.heartbeat_at,
                         status=RunStatus.MISSED,
                         finished_at=now,
-                        error_tag="abandoned",
+                        error_tag=WRITTEN_OFF,
                         error_message=f'schedule "{name}" is no longer declared (renamed or '
-                        "deleted): its queued firing can never run",
+                        "deleted): its queued firing can never run — written off at boot",
                     )
-                except StoreUnavailableError:
+                except StoreUnavailableError as exc:
+                    logger.warning(
+                        "scheduler: could not write off a queued firing  name=%s runId=%s: %s",
+                        name,
+                        row.id,
+                        exc,
+                    )
                     done = False
                 if done:
                     count += 1
             written += count
             if count:
+                if self.queue_metrics is not None:
+                    self.queue_metrics.recoveries.labels(name=name, outcome="abandoned").inc(count)
                 logger.warning(
                     "scheduler: wrote off queued firings of a schedule no longer declared  "
                     "name=%s rows=%d",

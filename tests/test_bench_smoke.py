@@ -87,3 +87,15 @@ def test_trigger_bench_storm_runs_the_handler_once() -> None:
     out = _bench("bench.trigger_rps", "--seconds", "0.5", "--concurrency", "2")
     assert "answers {'accepted': 1, 'duplicate': 199}" in out
     assert "ratio trigger/bare" in out
+
+
+@pytest.mark.postgres
+def test_queue_handoff_bench_measures_every_handoff() -> None:
+    # Not the postgres_url fixture: the bench takes the machine-wide Postgres lock itself.
+    from conftest import require_service_url
+
+    url = require_service_url("postgres")
+    out = _bench(
+        "bench.queue_handoff", "--postgres-url", url, "--handoffs", "3", "--strategy", "cdc"
+    )
+    assert "cdc   handoffs=3  p50=" in out and "p99=" in out

@@ -585,14 +585,32 @@ class SQLStore(Store):
             def callback(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
                 on_change(payload)
 
+            # An idle LISTEN session runs no query, so nothing would ever notice it died (a
+            # restarted server, a cut link, pg_terminate_backend): asyncpg's termination
+            # listener is the only signal, and the caller must hear of it to say it polls.
+            lost = anyio.Event()
+
+            def terminated(_conn: Any) -> None:
+                lost.set()
+
+            driver.add_termination_listener(terminated)
             await driver.add_listener(q.NOTIFY_CHANNEL, callback)
             try:
                 if task_status is not None:
                     task_status.started()
-                await anyio.sleep_forever()
+                await lost.wait()
             finally:
-                with anyio.CancelScope(shield=True):
-                    await driver.remove_listener(q.NOTIFY_CHANNEL, callback)
+                driver.remove_termination_listener(terminated)
+                if not lost.is_set():
+                    with anyio.CancelScope(shield=True):
+                        await driver.remove_listener(q.NOTIFY_CHANNEL, callback)
+            # Drop the dead connection rather than return it to the pool.
+            await conn.invalidate()
+            raise StoreUnavailableError(
+                "store listen_changed: the notification connection was closed by the server "
+                "or the network"
+            )
+
     # -- pauses -----------------------------------------------------------------------------
 
     async def pause(
