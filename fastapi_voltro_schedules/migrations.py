@@ -36,6 +36,8 @@ from .errors import SchemaError
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
     RUNS_TABLE,
     UTCDateTime,
     voltro_metadata,
@@ -64,7 +66,7 @@ __all__ = [
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 """The embedded default store (``VOLTRO_DATABASE_URL`` unset)."""
 
-VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE})
+VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE, MEMBERS_TABLE, LEASES_TABLE})
 """The only tables our migrations create, compare or drop."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

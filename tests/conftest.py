@@ -44,7 +44,13 @@ from sqlalchemy import inspect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from fastapi_voltro_schedules.models import ALEMBIC_VERSION_TABLE, CLAIMS_TABLE, RUNS_TABLE
+from fastapi_voltro_schedules.models import (
+    ALEMBIC_VERSION_TABLE,
+    CLAIMS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
+    RUNS_TABLE,
+)
 
 POSTGRES_ENV = "VOLTRO_TEST_POSTGRES_URL"
 MYSQL_ENV = "VOLTRO_TEST_MYSQL_URL"
@@ -53,7 +59,7 @@ REQUIRE_ENV = "VOLTRO_TEST_REQUIRE_SERVICES"
 SERVER_ENVS = {"postgres": POSTGRES_ENV, "mariadb": MYSQL_ENV}
 STORES = ("sqlite", "postgres", "mariadb")
 
-LEDGER_TABLES = (RUNS_TABLE, CLAIMS_TABLE, ALEMBIC_VERSION_TABLE)
+LEDGER_TABLES = (RUNS_TABLE, CLAIMS_TABLE, MEMBERS_TABLE, LEASES_TABLE, ALEMBIC_VERSION_TABLE)
 TEST_TABLE_PREFIX = "voltro_test_"
 
 _T = TypeVar("_T")
