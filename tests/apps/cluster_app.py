@@ -16,6 +16,8 @@ distinct replicas of one deployment:
 - ``CLUSTER_LINE_SECONDS``        default ``1.5-2.5``: a ``line`` run sleeps a uniform draw.
 - ``CLUSTER_LINE_LOG``            when set, each ``line`` run appends one JSON line as it ends:
   ``{"slot", "start", "end", "replica", "runId", "trigger"}`` — its own wall-clock span.
+- ``CLUSTER_TICKS``               when set to N, N more every-second no-op schedules
+  ``tick0`` … ``tick<N-1>`` (``CLUSTER_TICKS_BACKFILL``, default ``all``, is their backfill).
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -116,6 +118,17 @@ def _schedules() -> list[Schedule]:
                 timezone="UTC",
                 handler=line,
                 on_overlap="queue",
+            )
+        )
+    for i in range(int(os.environ.get("CLUSTER_TICKS", "0"))):
+        out.append(
+            define_schedule(
+                name=f"tick{i}",
+                cron="* * * * * *",
+                timezone="UTC",
+                handler=tick,
+                on_overlap="parallel",
+                backfill=os.environ.get("CLUSTER_TICKS_BACKFILL", "all"),
             )
         )
     return out
