@@ -256,11 +256,11 @@ class Membership:
             token = held.get(name)
             if token is None or token != self.gate.held[name].token:
                 self.gate.drop(name)
-                logger.info(
-                    "schedule: ownership moved  name=%s to=%s",
-                    name,
-                    owner_of(name, members) or "-",
-                )
+                heir = owner_of(name, members)
+                if heir == self.replica_id:  # it was taken while this replica was silent
+                    logger.warning("schedule: lease lost — taken over  name=%s", name)
+                else:
+                    logger.info("schedule: ownership moved  name=%s to=%s", name, heir or "-")
             else:
                 self.gate.held[name].valid_until = valid_until
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
