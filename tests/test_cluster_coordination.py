@@ -198,3 +198,42 @@ def test_an_owner_frozen_past_its_lease_writes_nothing_stale_when_resumed(
     assert not {k: n for k, n in runs.items() if n > 1}, "a handler ran twice for one slot"
     # It had owned schedules before; ownership moving is in its own log too.
     assert TOOK.search(log), log[-2000:]
+
+
+@pytest.mark.postgres
+def test_a_joining_replica_fires_its_share_within_two_beats_and_a_period(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The warm-up: a replica joining a running cluster fires nothing until the owners saw it
+    (their next beat) and it took the released leases (its next beat) — measured here."""
+    url = postgres_url
+    markers, envs = _start(url, tmp_path, "join")
+    with uvicorn_cluster(tmp_path, envs[:2]) as first:
+        booted = max(r.ready_at for r in first if r.ready_at is not None)
+        cold = wait_for(lambda: _settled(url, booted - PERIOD), 15, what="the first firings")
+        assert cold
+        cold_first = min(
+            r.fired_at for r in fetch_runs(url) if r.fired_at is not None
+        ) - min(r.ready_at for r in first if r.ready_at is not None)
+        time.sleep(1)
+        (tmp_path / "joiner").mkdir()
+        with uvicorn_cluster(tmp_path / "joiner", [envs[2]]) as (joiner,):
+            assert joiner.ready_at is not None
+            joined = joiner.ready_at
+
+            def share() -> list[RunRecord] | None:
+                rows = [r for r in fetch_runs(url) if r.replica_id == joiner.replica_id]
+                return rows or None
+
+            mine = wait_for(share, 10, interval=0.05, what="the joiner's first firing")
+            first_fire = min(r.fired_at for r in mine if r.fired_at is not None) - joined
+            time.sleep(3)
+            rows = fetch_runs(url)
+    assert not duplicate_slots(rows), duplicate_slots(rows)
+    assert first_fire <= 2 * BEAT + PERIOD, first_fire
+    with capsys.disabled():
+        print(
+            f"\nwarm-up (heartbeat {HEARTBEAT_MS} ms): cold cluster first firing "
+            f"{cold_first.total_seconds():.2f} s after ready; joiner's first firing "
+            f"{first_fire.total_seconds():.2f} s after ready"
+        )
