@@ -207,7 +207,7 @@ def test_a_joining_replica_fires_its_share_within_two_beats_and_a_period(
     """The warm-up: a replica joining a running cluster fires nothing until the owners saw it
     (their next beat) and it took the released leases (its next beat) — measured here."""
     url = postgres_url
-    markers, envs = _start(url, tmp_path, "join")
+    _markers, envs = _start(url, tmp_path, "join")
     with uvicorn_cluster(tmp_path, envs[:2]) as first:
         booted = max(r.ready_at for r in first if r.ready_at is not None)
         cold = wait_for(lambda: _settled(url, booted - PERIOD), 15, what="the first firings")
