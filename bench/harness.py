@@ -69,7 +69,7 @@ OURS_PG3 = System(
 )
 OURS_PG3_CLUSTER = System(
     "ours-pg×3-cluster",
-    "ours, Postgres ×3 replicas, coordination=cluster (heartbeat 1 s)",
+    "ours, Postgres ×3 replicas, coordination=cluster (heartbeat 2 s)",
     "bench.ours",
     store="postgres",
     replicas=3,

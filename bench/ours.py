@@ -57,8 +57,9 @@ def build(n: int, cron: str, url: str, coordination: str | None = None) -> Sched
     ]
     extra: dict[str, Any] = {}
     if coordination:
-        # cluster: a 1 s beat, so ownership settles among the three within the ~3 s lead
-        extra = {"coordination": coordination, "schedule_heartbeat_ms": 1000}
+        # cluster: a 2 s beat (leases of 4 s), so ownership settles among the three within
+        # the lead, and a beat renewing 10,000 leases on a loaded box stays inside its lease
+        extra = {"coordination": coordination, "schedule_heartbeat_ms": 2000}
     config = SchedulingConfig(
         database_url=url, run_retention_ms=None, shutdown_grace_ms=2000, **extra
     )

@@ -73,18 +73,22 @@ async def catch_up(
 
 
 def plan_takeover(
-    schedule: Schedule, last_slot: datetime | None, boundary: datetime
+    schedule: Schedule,
+    last_slot: datetime | None,
+    boundary: datetime,
+    handover: timedelta = BOOT_GRACE,
 ) -> CatchUpPlan:
     """``cluster``: what a replica that just took ``schedule`` over catches up — the slots in
     ``(last_slot, boundary]`` (no further back than :data:`TAKEOVER_REACH`) that the previous
-    owner left. Those within :data:`BOOT_GRACE` of ``boundary`` are live slots the handover
-    fell on: they fire whatever the policy; the older ones follow ``schedule.backfill`` like
-    downtime at boot. A schedule that never ran has nothing to catch up."""
+    owner left. Those within ``handover`` of ``boundary`` are live slots the handover fell on
+    (the previous owner released, this one takes at its next beat): they fire whatever the
+    policy; the older ones follow ``schedule.backfill`` like downtime at boot. A schedule that
+    never ran catches up only its handover slots."""
     if last_slot is None:
-        return CatchUpPlan()
+        last_slot = boundary - handover
     after = max(last_slot, boundary - TAKEOVER_REACH)
     slots, capped = passed_slots(schedule.spec, after, boundary)
-    recent = [s for s in slots if s > boundary - BOOT_GRACE]
+    recent = [s for s in slots if s > boundary - handover]
     older = slots[: len(slots) - len(recent)]
     plan = plan_boot_backfill(older, schedule.backfill, capped)
     return CatchUpPlan(fire=plan.fire + recent, missed=plan.missed, capped=capped)

@@ -35,10 +35,10 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..catchup import plan_takeover, start_plan
+from ..catchup import BOOT_GRACE, plan_takeover, start_plan
 from ..clock import iso_z
 from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from ..errors import StoreUnavailableError
@@ -213,6 +213,9 @@ class Membership:
         self.schedules = {s.name: s for s in schedules}
         self.heartbeat_ms = heartbeat_ms
         self.ttl_ms = LEASE_BEATS * heartbeat_ms
+        self.handover = timedelta(milliseconds=heartbeat_ms) + BOOT_GRACE
+        """Slots this recent at a takeover fell in a handover (released here, taken at the
+        heir's next beat): they fire whatever the backfill policy."""
         self.members: list[str] = []
         self._created: set[str] = set()
         self._dispatcher: Dispatcher | None = None
@@ -280,7 +283,7 @@ class Membership:
             last_run = last.get(name)
             last_slot = None if last_run is None else last_run.scheduled_at
             boundary = now if last_slot is None else max(now, last_slot)
-            plan = plan_takeover(schedule, last_slot, boundary)
+            plan = plan_takeover(schedule, last_slot, boundary, self.handover)
             held = Held(token, boundary, valid_until, set(plan.fire) | set(plan.missed))
             self.gate.hold(name, held)
             logger.info(
