@@ -49,6 +49,8 @@ class System:
     store: str = "sqlite"
     """``sqlite`` (a fresh file per run), ``postgres`` or ``memory`` (no URL)."""
     replicas: int = 1
+    coordination: str | None = None
+    """Ours only: ``VOLTRO_COORDINATION`` for the worker (unset: derived from the store)."""
     gc_freeze: bool = False
     """Ours only: the worker calls ``gc.freeze()`` once armed, as an app may in its lifespan
     (not a default of the package: it changes the whole process's collector)."""
@@ -64,6 +66,14 @@ OURS_SQLITE = System("ours-sqlite", "ours, SQLite ledger", "bench.ours")
 OURS_PG = System("ours-pg", "ours, Postgres ledger", "bench.ours", store="postgres")
 OURS_PG3 = System(
     "ours-pg×3", "ours, Postgres ×3 replicas", "bench.ours", store="postgres", replicas=3
+)
+OURS_PG3_CLUSTER = System(
+    "ours-pg×3-cluster",
+    "ours, Postgres ×3 replicas, coordination=cluster (heartbeat 2 s)",
+    "bench.ours",
+    store="postgres",
+    replicas=3,
+    coordination="cluster",
 )
 OURS_SQLITE_FROZEN = System(
     "ours-sqlite-frozen", "ours, SQLite ledger, app calls gc.freeze()", "bench.ours", gc_freeze=True
@@ -103,7 +113,7 @@ class Config:
     def systems(self, *, replicas: bool = False) -> list[System]:
         found = [OURS_SQLITE]
         if self.postgres_url:
-            found.append(OURS_PG3 if replicas else OURS_PG)
+            found.extend([OURS_PG3, OURS_PG3_CLUSTER] if replicas else [OURS_PG])
         if self.peers:
             found += [APS3, APS4]
         return found
@@ -139,20 +149,28 @@ def reset_postgres(url: str) -> None:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from fastapi_voltro_schedules.migrations import upgrade_to_head
-    from fastapi_voltro_schedules.models import ALEMBIC_VERSION_TABLE, CLAIMS_TABLE, RUNS_TABLE
+    from fastapi_voltro_schedules.models import (
+        ALEMBIC_VERSION_TABLE,
+        CLAIMS_TABLE,
+        LEASES_TABLE,
+        MEMBERS_TABLE,
+        RUNS_TABLE,
+    )
+
+    ours = (RUNS_TABLE, CLAIMS_TABLE, MEMBERS_TABLE, LEASES_TABLE)
 
     async def reset() -> None:
         engine = create_async_engine(url)
         try:
             async with engine.begin() as conn:
                 if url not in _migrated:
-                    for table in (RUNS_TABLE, CLAIMS_TABLE, ALEMBIC_VERSION_TABLE):
+                    for table in (*ours, ALEMBIC_VERSION_TABLE):
                         await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
             if url not in _migrated:
                 await upgrade_to_head(engine)
                 _migrated.add(url)
             async with engine.begin() as conn:
-                for table in (RUNS_TABLE, CLAIMS_TABLE):
+                for table in ours:
                     await conn.execute(text(f"DELETE FROM {table}"))
         finally:
             await engine.dispose()
@@ -178,6 +196,8 @@ def run_worker(
             p = {**params, "url": url, "launch": time.time(), "graceful": cfg.graceful}
             if system.gc_freeze:
                 p["gc_freeze"] = True
+            if system.coordination:
+                p["coordination"] = system.coordination
             with open(log, "w") as err:
                 proc = subprocess.Popen(
                     [system.python, "-m", system.module, workload, json.dumps(p)],
@@ -224,6 +244,7 @@ def merge_replicas(results: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
         "per_replica_started": [len(r["keys"]) for r in results],
         "claim_round_trips": sum(r.get("claim_round_trips", 0) for r in results),
+        "fence_round_trips": sum(r.get("fence_round_trips", 0) for r in results),
         "ledger_duplicates": max(r.get("ledger_duplicates", 0) for r in results),
         "ledger": results[0].get("ledger_after_all", {}),
     }
@@ -314,6 +335,7 @@ HERD_METRICS = [
     Metric("lag_p99_ms", "lag p99 ms"),
     Metric("last_started_ms", "last started ms"),
     Metric("claim_round_trips", "claim round trips"),
+    Metric("fence_round_trips", "fence round trips"),
     Metric("peak_rss_mb", "peak RSS MB"),
 ]
 IDLE_METRICS = [

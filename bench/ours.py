@@ -51,11 +51,18 @@ async def handler(ctx: ScheduleContext) -> None:
     FIRINGS.record(ctx.name, ctx.scheduled_at.timestamp())
 
 
-def build(n: int, cron: str, url: str) -> Scheduling:
+def build(n: int, cron: str, url: str, coordination: str | None = None) -> Scheduling:
     schedules = [
         define_schedule(name=f"s{i}", cron=cron, timezone="UTC", handler=handler) for i in range(n)
     ]
-    config = SchedulingConfig(database_url=url, run_retention_ms=None, shutdown_grace_ms=2000)
+    extra: dict[str, Any] = {}
+    if coordination:
+        # cluster: a 2 s beat (leases of 4 s), so ownership settles among the three within
+        # the lead, and a beat renewing 10,000 leases on a loaded box stays inside its lease
+        extra = {"coordination": coordination, "schedule_heartbeat_ms": 2000}
+    config = SchedulingConfig(
+        database_url=url, run_retention_ms=None, shutdown_grace_ms=2000, **extra
+    )
     return Scheduling(schedules, config=config)
 
 
@@ -124,7 +131,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     n, at, url = p["n"], p["at"], p["url"]
     instant = datetime.fromtimestamp(at, UTC)
     cron = f"{instant.second} {instant.minute} {instant.hour} * * *"
-    scheduling = build(n, cron, url)
+    scheduling = build(n, cron, url, p.get("coordination"))
     async with scheduling.run():
         armed = time.time()
         claim_statements = count_claim_statements(scheduling)
@@ -132,6 +139,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
         result = herd_figures(FIRINGS, n, at) | {
             "armed_before_s": at - armed,
             "claim_round_trips": claim_statements[0],
+            "fence_round_trips": claim_statements[1],
         }
         result |= await ledger(url, at, at)
         await finish(result, p.get("graceful", False))
@@ -139,20 +147,25 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def count_claim_statements(scheduling: Scheduling) -> list[int]:
-    """Count the claim INSERTs this replica sends (a round trip each) from now on."""
+    """Count, from now on, the claim INSERTs this replica sends (a round trip each) and, under
+    ``cluster``, the lease-fence reads that replace them (``[claims, fences]``)."""
     from sqlalchemy import event
 
-    from fastapi_voltro_schedules.models import CLAIMS_TABLE
+    from fastapi_voltro_schedules.models import CLAIMS_TABLE, LEASES_TABLE
     from fastapi_voltro_schedules.store import SQLStore
 
-    counter = [0]
-    store = scheduling.store
+    counter = [0, 0]
+    # past the metrics seam (InstrumentedStore) to the SQL store and its engine
+    store = getattr(scheduling.store, "inner", scheduling.store)
     if isinstance(store, SQLStore):
 
         @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
         def _count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.lstrip().upper().startswith("INSERT") and CLAIMS_TABLE in statement:
+            head = statement.lstrip().upper()
+            if head.startswith("INSERT") and CLAIMS_TABLE in statement:
                 counter[0] += 1
+            elif head.startswith("SELECT") and LEASES_TABLE in statement and "SHARE" in head:
+                counter[1] += 1
 
     return counter
 

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 BOOT_GRACE = timedelta(seconds=2)
 """Slots this recent at boot are the live timer's, not the boot backfill's."""
 
+TAKEOVER_REACH = timedelta(days=1)
+"""How far back a new owner under ``cluster`` catches up (older gaps need an explicit
+``voltro schedule backfill``)."""
+
 
 async def catch_up(
     store: Store,
@@ -74,6 +78,34 @@ async def catch_up(
         for schedule, plan in plans:
             prefix.start_soon(_start, dispatcher, schedule, plan)
     return start_from
+
+
+def plan_takeover(
+    schedule: Schedule,
+    last_slot: datetime | None,
+    boundary: datetime,
+    handover: timedelta = BOOT_GRACE,
+) -> CatchUpPlan:
+    """``cluster``: what a replica that just took ``schedule`` over catches up — the slots in
+    ``(last_slot, boundary]`` (no further back than :data:`TAKEOVER_REACH`) that the previous
+    owner left. Those within ``handover`` of ``boundary`` are live slots the handover fell on
+    (the previous owner released, this one takes at its next beat): they fire whatever the
+    policy; the older ones follow ``schedule.backfill`` like downtime at boot. A schedule that
+    never ran catches up only its handover slots."""
+    if last_slot is None:
+        last_slot = boundary - handover
+    after = max(last_slot, boundary - TAKEOVER_REACH)
+    slots, capped = passed_slots(schedule.spec, after, boundary)
+    recent = [s for s in slots if s > boundary - handover]
+    older = slots[: len(slots) - len(recent)]
+    plan = plan_boot_backfill(older, schedule.backfill, capped)
+    return CatchUpPlan(fire=plan.fire + recent, missed=plan.missed, capped=capped)
+
+
+async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
+    """Carry one schedule's catch-up out: record its ``missed`` slots, admit its first firing
+    now and run the rest in order in the background (boot, and a ``cluster`` takeover)."""
+    await _start(dispatcher, schedule, plan)
 
 
 async def _start(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:

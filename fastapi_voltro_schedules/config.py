@@ -64,7 +64,11 @@ class SchedulingConfig(BaseSettings):
         "(memory/sqlite → single, postgres/mariadb/mysql → advisoryLock).",
     )
     schedule_heartbeat_ms: int = Field(
-        default=30_000, gt=0, description="How often a running row's heartbeat_at is bumped."
+        default=30_000,
+        gt=0,
+        description="How often a running row's heartbeat_at is bumped; under "
+        "coordination=cluster also how often a replica beats its member row and renews its "
+        "leases (a silent owner's schedules move within 3 beats).",
     )
     queue_adoption_window_ms: int | None = Field(
         default=None,
@@ -171,11 +175,5 @@ def resolve_coordination(requested: Coordination | None, kind: StoreKind) -> Coo
             Coordination.SINGLE,
             f"scheduling.coordination={requested.value} needs a multi-instance SQL store — "
             f"falling back to single ({kind})",
-        )
-    if requested is Coordination.CLUSTER:
-        return CoordinationChoice(
-            Coordination.ADVISORY_LOCK,
-            "scheduling.coordination=cluster is not available in this version — falling back "
-            f"to advisoryLock ({kind}), which also fires each slot exactly once",
         )
     return CoordinationChoice(requested)

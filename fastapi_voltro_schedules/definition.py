@@ -6,12 +6,13 @@ the fix — never inside a timer loop that then silently never fires.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias, overload
 
 from .context import ScheduleContext
@@ -67,6 +68,8 @@ class Schedule:
     description: str | None = None
     module: str | None = None
     """The module that defined it (for error messages)."""
+    jitter_ms: int = 0
+    """Spread a herd's start: each slot fires up to this many ms after its cron instant."""
 
     @property
     def has_seconds(self) -> bool:
@@ -109,6 +112,16 @@ class Schedule:
     def iter_occurrences(self, start: datetime, end: datetime | None = None) -> Iterator[datetime]:
         """Occurrences after ``start`` (up to ``end`` inclusive), lazily."""
         return self.spec.iter_occurrences(start, end)
+
+    def jitter_at(self, slot: datetime) -> timedelta:
+        """How long after ``slot`` the timer fires it: a deterministic draw in
+        ``[0, jitter_ms]`` from a hash of (name, slot), so every replica agrees and a slot keeps
+        its delay across restarts. ``scheduled_at`` stays ``slot``."""
+        if self.jitter_ms <= 0:
+            return timedelta(0)
+        key = f"{self.name}@{slot.astimezone(UTC).isoformat()}".encode()
+        draw = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+        return timedelta(milliseconds=draw % (self.jitter_ms + 1))
 
     def period_at(self, instant: datetime) -> timedelta:
         """The interval between the occurrences around ``instant`` (cron is not fixed-interval)."""
@@ -257,6 +270,32 @@ def _validate(
     }
 
 
+JITTER_PROBE = 100
+"""Occurrences looked at to find a schedule's shortest gap (``jitter_ms`` must stay under it)."""
+JITTER_PROBE_FROM = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _validate_jitter(name: object, jitter_ms: object, spec: CronSpec) -> int:
+    if isinstance(jitter_ms, bool) or not isinstance(jitter_ms, int) or jitter_ms < 0:
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: jitter_ms={jitter_ms!r} must be a non-negative integer number "
+            "of milliseconds (0, the default, fires on the cron instant)"
+        )
+    if jitter_ms == 0:
+        return 0
+    horizon = JITTER_PROBE_FROM + timedelta(days=800)
+    slots = spec.occurrences(JITTER_PROBE_FROM, horizon, JITTER_PROBE)
+    gaps = [b - a for a, b in zip(slots, slots[1:], strict=False)]
+    shortest = min(gaps) if gaps else timedelta(days=365)
+    if timedelta(milliseconds=jitter_ms) >= shortest:
+        raise ScheduleDefinitionError(
+            f"{_prefix(name)}: jitter_ms={jitter_ms} is not shorter than the schedule's "
+            f"shortest gap between occurrences ({int(shortest.total_seconds() * 1000)} ms) — "
+            "a delayed slot would land on the next one; pass a smaller jitter_ms"
+        )
+    return jitter_ms
+
+
 def _caller_module() -> str | None:
     frame = sys._getframe(2)
     return frame.f_globals.get("__name__") if frame is not None else None
@@ -274,6 +313,7 @@ def define_schedule(
     backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
+    jitter_ms: int = 0,
 ) -> Schedule: ...
 
 
@@ -289,6 +329,7 @@ def define_schedule(
     backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
+    jitter_ms: int = 0,
 ) -> Schedule: ...
 
 
@@ -303,6 +344,7 @@ def define_schedule(
     backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
+    jitter_ms: int = 0,
 ) -> Callable[[Handler], Schedule]: ...
 
 
@@ -318,6 +360,7 @@ def define_schedule(
     backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
+    jitter_ms: int = 0,
 ) -> Schedule | Callable[[Handler], Schedule]:
     """Define a schedule; every argument is validated now.
 
@@ -340,6 +383,7 @@ def define_schedule(
         max_runtime_ms=max_runtime_ms,
         description=description,
     )
+    fields["jitter_ms"] = _validate_jitter(name, jitter_ms, fields["spec"])
     module = _caller_module()
     if handler is not None or workflow is not None:
         return Schedule(handler=handler, module=module, **fields)

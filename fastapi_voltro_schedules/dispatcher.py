@@ -255,17 +255,22 @@ class Dispatcher:
         """Record slots nobody ran as ``missed`` (once across replicas under advisoryLock)."""
         single = self.coordination is Coordination.SINGLE
         outcome = CoordinationOutcome.SINGLE if single else CoordinationOutcome.WON_LOCK
+        fence = self.admitter.fence
         try:
-            slots = await record_missed_slots(
-                self.store,
-                schedule,
-                slots,
-                trigger,
-                outcome,
-                replica_id=self.replica_id,
-                now=self.clock.now(),
-                claim=not single,
-            )
+            if fence is not None and trigger is Trigger.SELF:
+                # cluster: the owner records them, through its lease fence
+                slots = await fence.record_missed(schedule, slots, self.clock.now())
+            else:
+                slots = await record_missed_slots(
+                    self.store,
+                    schedule,
+                    slots,
+                    trigger,
+                    outcome,
+                    replica_id=self.replica_id,
+                    now=self.clock.now(),
+                    claim=not single,
+                )
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not record %d missed slots  name=%s: %s",

@@ -25,8 +25,10 @@ from .coordination import (
     Admitter,
     Chain,
     ClaimGate,
+    ClusterGate,
     DurableLine,
     InFlight,
+    Membership,
     SingleGate,
     SkipRule,
     Verdict,
@@ -87,6 +89,19 @@ class Engine:
         self.listens = cluster and change_strategy is ChangeStrategy.CDC
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
         queue_metrics = queue_metrics or default_queue_metrics()
+        gate: SingleGate | ClaimGate | ClusterGate = claims if cluster else SingleGate(claims)
+        self.membership: Membership | None = None
+        if coordination is Coordination.CLUSTER:
+            from .store.leases import LeaseStore
+
+            gate = ClusterGate(LeaseStore(store), claims, clock, replica_id)
+            self.membership = Membership(
+                gate=gate,
+                store=store,
+                clock=clock,
+                schedules=self.schedules,
+                heartbeat_ms=heartbeat_ms,
+            )
         line = (
             DurableLine(
                 store=store,
@@ -102,7 +117,8 @@ class Engine:
             else None
         )
         self.admitter = Admitter(
-            gate=claims if cluster else SingleGate(claims),
+            gate=gate,
+            fence=gate if isinstance(gate, ClusterGate) else None,
             skip=SkipRule(store, self.inflight, replica_id, heartbeat_ms, cluster),
             chain=Chain(self.inflight),
             line=line,
@@ -152,9 +168,16 @@ class Engine:
                     if self.listens:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
-                    start_from = await catch_up(
-                        self.store, self.dispatcher, self.schedules, now, self.pauses
-                    )
+                    if self.membership is not None:
+                        # cluster: each owner catches up what it takes over, when it does
+                        self.membership.bind(self.dispatcher)
+                        await self.membership.beat()
+                        runs.start_soon(self.membership.run)
+                        start_from: dict[str, datetime] = {}
+                    else:
+                        start_from = await catch_up(
+                            self.store, self.dispatcher, self.schedules, now, self.pauses
+                        )
                     for schedule in self.schedules:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self.maintenance.retention_loop)
@@ -163,6 +186,9 @@ class Engine:
                     task_status.started()
                     await self.timer.run()
                 await self.drain()
+                if self.membership is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self.membership.leave()
                 runs.cancel_scope.cancel()
         finally:
             self.dispatcher.bind(None)

@@ -38,6 +38,8 @@ from .leadership import file_lock, sqlite_file
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
     UTCDateTime,
@@ -68,7 +70,9 @@ __all__ = [
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 """The embedded default store (``VOLTRO_DATABASE_URL`` unset)."""
 
-VOLTRO_TABLES: frozenset[str] = frozenset({RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE})
+VOLTRO_TABLES: frozenset[str] = frozenset(
+    {RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, MEMBERS_TABLE, LEASES_TABLE}
+)
 """The only tables our migrations create, compare or drop."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

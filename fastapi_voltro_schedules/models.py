@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Index, MetaData, String, Text, TypeDecorator
+from sqlalchemy import BigInteger, DateTime, Dialect, Index, MetaData, String, Text, TypeDecorator
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
@@ -18,11 +18,14 @@ from sqlmodel import Field, SQLModel
 RUNS_TABLE = "_voltro_schedule_runs"
 CLAIMS_TABLE = "_voltro_schedule_claims"
 PAUSES_TABLE = "_voltro_schedule_pauses"
+MEMBERS_TABLE = "_voltro_schedule_members"
+LEASES_TABLE = "_voltro_schedule_leases"
 ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
 
 voltro_metadata = MetaData()
-"""The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims`` and
-``_voltro_schedule_pauses``."""
+"""The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims``,
+``_voltro_schedule_pauses`` and the cluster tables ``_voltro_schedule_members`` and
+``_voltro_schedule_leases``."""
 
 
 def bind_utc(value: datetime | None, dialect_name: str) -> Any:
@@ -133,9 +136,36 @@ class SchedulePause(_VoltroModel, table=True):
     resumed_by: str | None = Field(default=None, sa_type=String(16))
 
 
+class ScheduleMember(_VoltroModel, table=True):
+    """One live replica under ``coordination="cluster"``: it beats ``heartbeat_at`` (the
+    database's clock) every heartbeat; a row silent for two beats is not a member. Added by
+    migration 0004."""
+
+    __tablename__ = MEMBERS_TABLE
+
+    replica_id: str = Field(sa_type=String(200), primary_key=True)
+    heartbeat_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    started_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+class ScheduleLease(_VoltroModel, table=True):
+    """Who owns a schedule under ``coordination="cluster"``: ``owner`` until ``expires_at``
+    (the database's clock). ``token`` grows by one on every change of hands — the fencing
+    token every write of the owner is checked against. Added by migration 0004."""
+
+    __tablename__ = LEASES_TABLE
+
+    name: str = Field(sa_type=String(200), primary_key=True)
+    owner: str = Field(default="", sa_type=String(200), nullable=False)
+    token: int = Field(default=0, sa_type=BigInteger, nullable=False)
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
 claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
 pauses_table = SchedulePause.__table__  # type: ignore[attr-defined]
+members_table = ScheduleMember.__table__  # type: ignore[attr-defined]
+leases_table = ScheduleLease.__table__  # type: ignore[attr-defined]
 
 
 def claim_key(name: str, scheduled_at: datetime) -> str:

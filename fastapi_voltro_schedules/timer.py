@@ -56,6 +56,7 @@ class Timer:
     ) -> None:
         if due_at is None:
             due_at = schedule.next_occurrence(last_planned)
+            due_at += schedule.jitter_at(due_at)
         armed = self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
         self._enqueue(armed)
 
@@ -109,7 +110,8 @@ class Timer:
                 next_key = (id(schedule.spec), slots[-1])
                 if next_key not in nexts:
                     nexts[next_key] = schedule.next_occurrence(slots[-1])
-                self.arm(schedule, slots[-1], nexts[next_key])
+                due = nexts[next_key]
+                self.arm(schedule, slots[-1], due + schedule.jitter_at(due))
                 if self.pauses.is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:

@@ -47,6 +47,8 @@ from sqlalchemy.pool import NullPool
 from fastapi_voltro_schedules.models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
 )
@@ -58,7 +60,14 @@ REQUIRE_ENV = "VOLTRO_TEST_REQUIRE_SERVICES"
 SERVER_ENVS = {"postgres": POSTGRES_ENV, "mariadb": MYSQL_ENV}
 STORES = ("sqlite", "postgres", "mariadb")
 
-LEDGER_TABLES = (RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, ALEMBIC_VERSION_TABLE)
+LEDGER_TABLES = (
+    RUNS_TABLE,
+    CLAIMS_TABLE,
+    PAUSES_TABLE,
+    MEMBERS_TABLE,
+    LEASES_TABLE,
+    ALEMBIC_VERSION_TABLE,
+)
 TEST_TABLE_PREFIX = "voltro_test_"
 
 _T = TypeVar("_T")

@@ -103,6 +103,15 @@ def test_store_kind(url: str, kind: str) -> None:
         (None, "mysql", "advisoryLock", None),
         ("single", "postgres", "single", None),
         ("advisoryLock", "postgres", "advisoryLock", None),
+        ("cluster", "postgres", "cluster", None),
+        ("cluster", "mysql", "cluster", None),
+        (
+            "cluster",
+            "sqlite",
+            "single",
+            "scheduling.coordination=cluster needs a multi-instance SQL store — "
+            "falling back to single (sqlite)",
+        ),
         (
             "advisoryLock",
             "sqlite",

@@ -135,10 +135,11 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 def slug(heading: str) -> str:
     """GitHub's heading anchor: lowercase, markup and punctuation dropped, spaces → '-'."""
-    text = re.sub(r"[`*_]|<[^>]+>", "", heading).strip().lower()
+    # GitHub keeps underscores (`max_runtime_ms` → max_runtime_ms); only `*`/backtick markup goes.
+    text = re.sub(r"[`*]|<[^>]+>", "", heading).strip().lower()
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     kept = "".join(
-        c for c in text if c in " -" or unicodedata.category(c)[0] in ("L", "N")
+        c for c in text if c in " -_" or unicodedata.category(c)[0] in ("L", "N")
     )
     return kept.replace(" ", "-")
 

@@ -50,6 +50,8 @@ from fastapi_voltro_schedules.migrations import (
 from fastapi_voltro_schedules.models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
     runs_table,
@@ -64,7 +66,14 @@ def backend_of(url: str) -> str:
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "migrations.md"
-OUR_TABLES = {RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, ALEMBIC_VERSION_TABLE}
+OUR_TABLES = {
+    RUNS_TABLE,
+    CLAIMS_TABLE,
+    PAUSES_TABLE,
+    MEMBERS_TABLE,
+    LEASES_TABLE,
+    ALEMBIC_VERSION_TABLE,
+}
 
 user_metadata = MetaData()
 user_widgets = Table(
@@ -120,7 +129,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0003"
+    assert await current_revision(async_engine) == head_revision() == "0004"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -277,7 +286,7 @@ def test_script_location_and_head() -> None:
     assert sorted(p.name for p in (location / "versions").glob("0001_*.py")) == [
         "0001_ledger_tables.py"
     ]
-    assert head_revision() == "0003"
+    assert head_revision() == "0004"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -363,7 +372,14 @@ async def test_docs_include_snippet_manages_our_tables_in_the_users_history(
 
     before = await _sync(async_engine, theirs)
     added = {d[1].name for d in before if isinstance(d, tuple) and d[0] == "add_table"}
-    assert added == {"voltro_test_widgets", RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE}
+    assert added == {
+        "voltro_test_widgets",
+        RUNS_TABLE,
+        CLAIMS_TABLE,
+        PAUSES_TABLE,
+        MEMBERS_TABLE,
+        LEASES_TABLE,
+    }
     # even where our version table exists (a SQLite boot ran once), nothing is proposed
     await upgrade_to_head(async_engine)
     await _create_user_table(async_engine)
@@ -379,8 +395,8 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     result = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses "
-        "at 0003 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
+        "_voltro_schedule_members, _voltro_schedule_leases at 0004 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -413,8 +429,8 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     result = CliRunner().invoke(cli_app, ["migrate", "--database-url", rendered])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses "
-        "at 0003 (postgresql)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
+        "_voltro_schedule_members, _voltro_schedule_leases at 0004 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -457,7 +473,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0003 (sqlite)" in proc.stdout
+    assert "at 0004 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

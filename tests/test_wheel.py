@@ -59,7 +59,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0003"
+    assert head == "0004"
     versions = sorted(p.name for p in (package_dir / "_alembic" / "versions").glob("0001_*.py"))
     assert versions == ["0001_ledger_tables.py"]
     assert (package_dir / "_alembic" / "versions" / "0003_schedule_pauses.py").is_file()
@@ -93,11 +93,17 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         cwd=outside,
     )
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses "
-        "at 0003 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
+        "_voltro_schedule_members, _voltro_schedule_leases at 0004 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("SELECT version_num FROM _voltro_alembic_version").fetchall()
-    assert {"_voltro_schedule_runs", "_voltro_schedule_claims", "_voltro_schedule_pauses"} <= tables
-    assert version == [("0003",)]
+    assert {
+        "_voltro_schedule_runs",
+        "_voltro_schedule_claims",
+        "_voltro_schedule_pauses",
+        "_voltro_schedule_members",
+        "_voltro_schedule_leases",
+    } <= tables
+    assert version == [("0004",)]

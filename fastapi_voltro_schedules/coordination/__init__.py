@@ -9,6 +9,7 @@ from .admission import Admitter
 from .base import Admission, Gate, Step, Turn, Verdict
 from .chain import Chain
 from .claim import ClaimGate
+from .cluster import ClusterGate, Membership
 from .inflight import InFlight, Wakeups
 from .queue import DurableLine
 from .single import SingleGate
@@ -19,9 +20,11 @@ __all__ = [
     "Admitter",
     "Chain",
     "ClaimGate",
+    "ClusterGate",
     "DurableLine",
     "Gate",
     "InFlight",
+    "Membership",
     "SingleGate",
     "SkipRule",
     "Step",

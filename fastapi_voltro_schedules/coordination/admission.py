@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..ledger import Ledger
     from ..store import Store
     from .chain import Chain
+    from .cluster import ClusterGate
     from .inflight import InFlight
     from .queue import DurableLine
     from .skip import SkipRule
@@ -51,9 +52,13 @@ class Admitter:
         clock: Clock,
         replica_id: str,
         pauses: PauseView = NO_PAUSES,
+        fence: ClusterGate | None = None,
     ) -> None:
         self.pauses = pauses
         self.gate = gate
+        self.fence = fence
+        """``cluster``: the rows of firings elected ``cluster`` are written through the lease
+        fence (nothing is written for a schedule this replica no longer owns)."""
         self.skip = skip
         self.chain = chain
         self.line = line
@@ -112,9 +117,17 @@ class Admitter:
             schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
         )
 
+    async def _write(self, run: RunRecord) -> bool:
+        """Insert one firing's row; ``False``: the lease fence refused it (not ours now)."""
+        if self.fence is not None and run.coordination_outcome is CoordinationOutcome.CLUSTER:
+            return bool(await self.fence.insert([run]))
+        await self.ledger.insert(run)
+        return True
+
     async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
         try:
-            await self.ledger.insert(run)
+            if not await self._write(run):
+                return Admission(Verdict.LOST)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
@@ -163,7 +176,8 @@ class Admitter:
         self.skip.log_skip(schedule, holder, now)
         skipped = self.row(schedule, slot, RunStatus.SKIPPED, trigger, outcome)
         try:
-            await self.ledger.insert(skipped)
+            if not await self._write(skipped):
+                return Admission(Verdict.LOST)
         except StoreUnavailableError as exc:
             logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
             self._hole(schedule, slot, trigger, outcome)
@@ -306,7 +320,12 @@ class Admitter:
             rows.append(run)
             starts.append((schedule, run))
         try:
-            await self.store.insert_runs(rows)
+            if self.fence is not None:
+                # cluster: only the rows of schedules still ours are written, and only those run
+                written = {r.id for r in await self.fence.insert(rows)}
+                starts = [(s, run) for s, run in starts if run.id in written]
+            else:
+                await self.store.insert_runs(rows)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not record %d firings — not running them: %s", len(rows), exc

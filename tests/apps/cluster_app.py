@@ -18,6 +18,8 @@ distinct replicas of one deployment:
   ``{"slot", "start", "end", "replica", "runId", "trigger"}`` — its own wall-clock span.
 - ``ext``                         (in ``CLUSTER_SCHEDULES``) ``trigger="external"``, cron
   ``CLUSTER_EXT_CRON`` (default ``* * * * *``): driven by POSTs to its trigger route.
+- ``CLUSTER_TICKS``               when set to N, N more every-second no-op schedules
+  ``tick0`` … ``tick<N-1>`` (``CLUSTER_TICKS_BACKFILL``, default ``all``, is their backfill).
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -128,6 +130,17 @@ def _schedules() -> list[Schedule]:
                 timezone="UTC",
                 handler=tick,
                 trigger="external",
+            )
+        )
+    for i in range(int(os.environ.get("CLUSTER_TICKS", "0"))):
+        out.append(
+            define_schedule(
+                name=f"tick{i}",
+                cron="* * * * * *",
+                timezone="UTC",
+                handler=tick,
+                on_overlap="parallel",
+                backfill=os.environ.get("CLUSTER_TICKS_BACKFILL", "all"),
             )
         )
     return out

@@ -1,0 +1,306 @@
+"""``cluster``: one owner per schedule, through the database — no per-firing race.
+
+Python has no sharding runtime, so this is the Oban/GoodJob shape on the package's own tables:
+
+* **Members.** Every replica upserts its row in ``_voltro_schedule_members`` every heartbeat
+  (``heartbeat_at`` on the database's clock). A row silent for :data:`LEASE_BEATS` beats is
+  not a member.
+* **Assignment.** Each schedule's owner is chosen by rendezvous hashing over the live members
+  (:func:`owner_of`): the member with the highest ``hash(member, name)``. A join takes only the
+  schedules it now scores highest on, a leave hands only its own to the next-highest — every
+  other schedule stays where it is.
+* **Leases.** A schedule is fired only by the holder of its row in ``_voltro_schedule_leases``
+  (owner, fencing token, expiry on the database's clock, :data:`LEASE_BEATS` beats ahead). A
+  member renews what it should own and releases what it should not every beat; it takes a
+  lease only once the lease is expired or released, with ``token + 1``.
+* **The fence.** Every write of an owner for a slot is conditional on its lease and token
+  (:mod:`..store.leases`): a paused-then-resumed owner whose lease moved writes nothing.
+* **Takeover.** A replica that takes a schedule over reads its last run and catches up the
+  slots the previous owner left, by the schedule's ``backfill`` policy (:func:`plan_takeover`).
+  Slots up to that moment (the *boundary*) belong to the catch-up, later ones to the timer.
+
+So ownership moves at most :data:`LEASE_BEATS` beats after an owner's last beat (its lease
+expires) plus one beat (the next owner's), and the first slot after that fires on time: within
+three beats and one period of the owner going silent.
+
+The firing itself costs no claim: the owner's gate answers from memory and the ``running`` rows
+are inserted through the fence (one statement per herd). ``on_overlap="queue"`` firings claim
+their slot through the fence instead (the queue line writes their rows). External arrivals are
+claimed in the claims table as under ``advisoryLock`` (outcome ``external``); Run now has no gate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..catchup import BOOT_GRACE, plan_takeover, start_plan
+from ..clock import iso_z
+from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
+from ..errors import StoreUnavailableError
+from ..ledger import new_row
+from ..logs import logger
+from ..models import claim_key
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..definition import Schedule
+    from ..dispatcher import Dispatcher
+    from ..store import RunRecord, Store
+    from ..store.leases import LeaseStore
+    from .claim import ClaimGate
+
+LEASE_BEATS = 2
+"""A lease lasts this many heartbeats past its last renewal, and a member row silent this long
+is not a member: one missed beat is tolerated, and a silent owner's schedules move within
+``LEASE_BEATS + 1`` beats."""
+
+
+def score(member: str, name: str) -> int:
+    """The rendezvous weight of ``member`` for schedule ``name`` (identical on every replica)."""
+    digest = hashlib.blake2b(f"{member}\x00{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def owner_of(name: str, members: Sequence[str]) -> str | None:
+    """The member that should own ``name``: the highest :func:`score` (ties by id)."""
+    best: tuple[int, str] | None = None
+    for member in members:
+        candidate = (score(member, name), member)
+        if best is None or candidate > best:
+            best = candidate
+    return None if best is None else best[1]
+
+
+def assigned(names: Sequence[str], members: Sequence[str], me: str) -> list[str]:
+    """The schedules among ``names`` that ``me`` should own, given the live ``members``."""
+    return [n for n in names if owner_of(n, members) == me]
+
+
+@dataclass(slots=True)
+class Held:
+    """A lease this replica holds, as it knows it."""
+
+    token: int
+    boundary: datetime
+    """Slots up to here are the takeover's catch-up; later ones the timer's."""
+    valid_until: float
+    """``time.monotonic()`` past which this replica no longer trusts the lease (its renewal was
+    sent before then, so the database's expiry is later): the local half of the fence."""
+    permits: set[datetime] = field(default_factory=set)
+    """Catch-up slots at or before ``boundary`` admitted once each."""
+
+
+class ClusterGate:
+    """The :class:`~.base.Gate` of ``cluster``: this replica fires what it holds a lease on."""
+
+    def __init__(
+        self, leases: LeaseStore, claims: ClaimGate, clock: Clock, replica_id: str
+    ) -> None:
+        self.leases = leases
+        self._claims = claims
+        self._clock = clock
+        self.replica_id = replica_id
+        self.held: dict[str, Held] = {}
+
+    # -- what this replica holds ------------------------------------------------------------
+
+    def hold(self, name: str, held: Held) -> None:
+        self.held[name] = held
+
+    def drop(self, name: str) -> None:
+        self.held.pop(name, None)
+
+    def _admits(self, name: str, slot: datetime) -> Held | None:
+        held = self.held.get(name)
+        if held is None or time.monotonic() >= held.valid_until:
+            return None
+        if slot in held.permits:
+            held.permits.discard(slot)
+            return held
+        return held if slot > held.boundary else None
+
+    def tokens(self) -> dict[str, int]:
+        return {name: held.token for name, held in self.held.items()}
+
+    # -- the Gate protocol ------------------------------------------------------------------
+
+    async def elect(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger
+    ) -> CoordinationOutcome | None:
+        if trigger is Trigger.EXTERNAL:
+            return await self._claims.elect(schedule, slot, trigger)
+        held = self._admits(schedule.name, slot)
+        if held is None:
+            return None
+        if schedule.on_overlap is OverlapPolicy.QUEUE:
+            # The line writes this firing's rows; the fenced claim is its one fenced write.
+            key = claim_key(schedule.name, slot)
+            won = await self.leases.claim_fenced(
+                key, schedule.name, self.replica_id, held.token, self._clock.now()
+            )
+            if not won:
+                return None
+        return CoordinationOutcome.CLUSTER
+
+    async def elect_many(
+        self, items: Sequence[tuple[Schedule, datetime]]
+    ) -> list[CoordinationOutcome | None]:
+        return [
+            CoordinationOutcome.CLUSTER if self._admits(s.name, slot) is not None else None
+            for s, slot in items
+        ]
+
+    # -- the fenced writes ------------------------------------------------------------------
+
+    async def insert(self, rows: Sequence[RunRecord]) -> list[RunRecord]:
+        """Write the rows whose lease this replica still holds with its token; returns them.
+        A row left out is logged: this replica no longer owns its schedule."""
+        written = await self.leases.insert_fenced(rows, self.replica_id, self.tokens())
+        if len(written) < len(rows):
+            kept = {r.id for r in written}
+            for row in rows:
+                if row.id not in kept:
+                    logger.warning(
+                        "schedule: lease lost — not firing (fenced)  name=%s slot=%s",
+                        row.name,
+                        iso_z(row.scheduled_at),
+                    )
+                    self.drop(row.name)
+        return written
+
+    async def record_missed(
+        self, schedule: Schedule, slots: Sequence[datetime], now: datetime
+    ) -> list[datetime]:
+        """Record ``slots`` missed, through the fence, for the slots this replica owns."""
+        mine = [s for s in slots if self._admits(schedule.name, s) is not None]
+        rows = [
+            new_row(
+                schedule.name,
+                s,
+                RunStatus.MISSED,
+                Trigger.SELF,
+                CoordinationOutcome.CLUSTER,
+                now,
+                self.replica_id,
+            )
+            for s in mine
+        ]
+        return [r.scheduled_at for r in await self.insert(rows)]
+
+
+class Membership:
+    """This replica's beat: be a member, own what rendezvous gives it, catch up on takeover."""
+
+    def __init__(
+        self,
+        *,
+        gate: ClusterGate,
+        store: Store,
+        clock: Clock,
+        schedules: Sequence[Schedule],
+        heartbeat_ms: int,
+    ) -> None:
+        self.gate = gate
+        self.leases = gate.leases
+        self.store = store
+        self.clock = clock
+        self.replica_id = gate.replica_id
+        self.schedules = {s.name: s for s in schedules}
+        self.heartbeat_ms = heartbeat_ms
+        self.ttl_ms = LEASE_BEATS * heartbeat_ms
+        self.handover = timedelta(milliseconds=heartbeat_ms) + BOOT_GRACE
+        """Slots this recent at a takeover fell in a handover (released here, taken at the
+        heir's next beat): they fire whatever the backfill policy."""
+        self.members: list[str] = []
+        self._created: set[str] = set()
+        self._dispatcher: Dispatcher | None = None
+
+    def bind(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+
+    async def run(self) -> None:
+        """Beat every heartbeat until cancelled."""
+        while True:
+            await self.clock.sleep(self.heartbeat_ms / 1000)
+            await self.beat()
+
+    async def beat(self) -> None:
+        """One beat: register, compute the assignment, renew/release/take leases, catch up
+        the schedules taken over. A store failure skips the beat: held leases are then
+        trusted only until their local bound, and expire on the database by themselves."""
+        sent = time.monotonic()
+        names = sorted(self.schedules)
+        try:
+            members = await self.leases.beat(self.replica_id, self.ttl_ms)
+            if self.replica_id not in members:
+                members = sorted([*members, self.replica_id])
+            want = assigned(names, members, self.replica_id)
+            ensure = [n for n in want if n not in self._created]
+            held = await self.leases.sync(self.replica_id, want, self.ttl_ms, ensure=ensure)
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: cluster beat failed — holding no new leases: %s", exc)
+            return
+        self._created.update(ensure)
+        if members != self.members:
+            logger.info(
+                "scheduler: cluster members  count=%d members=%s owns=%d",
+                len(members),
+                ",".join(members),
+                len(want),
+            )
+            self.members = members
+        valid_until = sent + self.ttl_ms / 1000
+        for name in list(self.gate.held):
+            token = held.get(name)
+            if token is None or token != self.gate.held[name].token:
+                self.gate.drop(name)
+                heir = owner_of(name, members)
+                if heir == self.replica_id:  # it was taken while this replica was silent
+                    logger.warning("schedule: lease lost — taken over  name=%s", name)
+                else:
+                    logger.info("schedule: ownership moved  name=%s to=%s", name, heir or "-")
+            else:
+                self.gate.held[name].valid_until = valid_until
+        gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
+        if gained:
+            await self._take_over(gained, valid_until)
+
+    async def _take_over(self, gained: dict[str, int], valid_until: float) -> None:
+        try:
+            last = await self.store.last_runs(list(gained))
+        except StoreUnavailableError as exc:
+            # Not held yet: the next beat finds the leases ours again and retries this.
+            logger.warning("scheduler: takeover read failed — retrying next beat: %s", exc)
+            return
+        now = self.clock.now()
+        for name, token in gained.items():
+            schedule = self.schedules[name]
+            last_run = last.get(name)
+            last_slot = None if last_run is None else last_run.scheduled_at
+            boundary = now if last_slot is None else max(now, last_slot)
+            plan = plan_takeover(schedule, last_slot, boundary, self.handover)
+            held = Held(token, boundary, valid_until, set(plan.fire) | set(plan.missed))
+            self.gate.hold(name, held)
+            logger.info(
+                "schedule: took ownership  name=%s token=%d fire=%d missed=%d",
+                name,
+                token,
+                len(plan.fire),
+                len(plan.missed),
+            )
+            if (plan.fire or plan.missed) and self._dispatcher is not None:
+                self._dispatcher.spawn(start_plan, self._dispatcher, schedule, plan)
+
+    async def leave(self) -> None:
+        """Graceful shutdown: give every lease back so the others take over at their next
+        beat instead of after the expiry."""
+        self.gate.held.clear()
+        try:
+            await self.leases.leave(self.replica_id)
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: could not leave the cluster (leases expire): %s", exc)

@@ -1,0 +1,294 @@
+"""Members and leases: the statements of ``coordination="cluster"``, on the database's clock.
+
+Every instant these statements compare is the database's own (``now()`` on Postgres,
+``UTC_TIMESTAMP(6)`` on MariaDB/MySQL), never a replica's: a replica whose clock runs fast
+cannot expire another's lease early, and one whose clock runs slow cannot keep a lease past
+its expiry. (Cf. Oban's ``Peers.Postgres``: the leader's row carries ``expires_at`` computed
+with the database's ``now()``.)
+
+The fence. Every write an owner makes for a slot goes through :meth:`LeaseStore.insert_fenced`
+or :meth:`LeaseStore.claim_fenced`: in one transaction it first *share-locks* the schedule's
+lease row — only if it is still ``owner``'s, with the caller's token, and unexpired by the
+database's clock — and then writes. A takeover is an ``UPDATE`` of that row, so it waits for
+the lock: either the old owner's write commits first (and the new owner's catch-up, which reads
+the ledger after its takeover commits, sees it), or the takeover commits first (and the old
+owner's lock read finds a different token: it writes nothing). A paused-then-resumed owner
+whose token is stale writes nothing.
+
+Members are ``SQLStore`` transactions like the rest of the store (the same retries, timeouts
+and ``StoreUnavailableError``); SQLite has no cluster (``coordination`` falls back to
+``single``), so only Postgres and MariaDB/MySQL are spelled here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import TextClause
+
+from ..models import LEASES_TABLE, MEMBERS_TABLE
+from . import statements as q
+from .base import RunRecord, Store
+from .sql import SQLStore
+
+FORGET_MEMBERS_MS = 24 * 3600 * 1000
+"""A member row silent this long is deleted (replica ids change with every process)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One row of ``_voltro_schedule_leases``."""
+
+    name: str
+    owner: str
+    token: int
+    expires_at: datetime
+
+
+class _Dialect:
+    """The few spellings that differ: the database's clock, an interval, a name list."""
+
+    def __init__(self, postgres: bool) -> None:
+        self.postgres = postgres
+        self.now = "now()" if postgres else "UTC_TIMESTAMP(6)"
+        self.share = "FOR SHARE" if postgres else "LOCK IN SHARE MODE"
+
+    def plus_ms(self, param: str) -> str:
+        if self.postgres:
+            return f"(now() + CAST(:{param} AS INTEGER) * INTERVAL '1 millisecond')"
+        return f"TIMESTAMPADD(MICROSECOND, :{param} * 1000, UTC_TIMESTAMP(6))"
+
+    def minus_ms(self, param: str) -> str:
+        if self.postgres:
+            return f"(now() - CAST(:{param} AS BIGINT) * INTERVAL '1 millisecond')"
+        return f"TIMESTAMPADD(MICROSECOND, -:{param} * 1000, UTC_TIMESTAMP(6))"
+
+    def among(self, column: str, param: str) -> str:
+        if self.postgres:
+            return f"{column} = ANY(CAST(:{param} AS VARCHAR[]))"
+        return f"{column} IN :{param}"
+
+    def stmt(self, sql: str, *lists: str) -> TextClause:
+        clause = text(sql)
+        if not self.postgres and lists:
+            clause = clause.bindparams(*(bindparam(name, expanding=True) for name in lists))
+        return clause
+
+
+class LeaseStore:
+    """Members and leases of one ledger (Postgres or MariaDB/MySQL)."""
+
+    def __init__(self, store: Store) -> None:
+        inner = getattr(store, "inner", store)  # past the InstrumentedStore, to the SQL store
+        if not isinstance(inner, SQLStore) or not inner.supports_multi_instance:
+            raise TypeError(
+                f"coordination=cluster needs a Postgres or MariaDB/MySQL store, not "
+                f"{store.dialect_name}"
+            )
+        self._sql = inner
+        self._observed = store
+        self._d = _Dialect(inner.engine.dialect.name == "postgresql")
+        self._insert: q.DriverStatement | None = None
+
+    # -- members ----------------------------------------------------------------------------
+
+    async def beat(self, replica_id: str, dead_after_ms: int) -> list[str]:
+        """Upsert this replica's member row (``heartbeat_at`` = the database's now) and return
+        every member that beat within ``dead_after_ms``, sorted — this one included."""
+        d = self._d
+        if d.postgres:
+            upsert = (
+                f"INSERT INTO {MEMBERS_TABLE} (replica_id, heartbeat_at, started_at) "
+                "VALUES (:me, now(), now()) "
+                "ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at"
+            )
+        else:
+            upsert = (
+                f"INSERT INTO {MEMBERS_TABLE} (replica_id, heartbeat_at, started_at) "
+                "VALUES (:me, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) "
+                "ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at)"
+            )
+        forget = f"DELETE FROM {MEMBERS_TABLE} WHERE heartbeat_at < {d.minus_ms('forget')}"
+        live = (
+            f"SELECT replica_id FROM {MEMBERS_TABLE} WHERE heartbeat_at > {d.minus_ms('dead')} "
+            "ORDER BY replica_id"
+        )
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            await conn.execute(text(upsert), {"me": replica_id})
+            await conn.execute(text(forget), {"forget": FORGET_MEMBERS_MS})
+            result = await conn.execute(text(live), {"dead": dead_after_ms})
+            return [str(row[0]) for row in result]
+
+        return await self._sql._attempt("cluster_beat", work)
+
+    async def leave(self, replica_id: str) -> None:
+        """Graceful exit: expire every lease this replica holds (now, by the database's
+        clock) and delete its member row, so the others take over at their next beat."""
+        d = self._d
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(
+                text(
+                    f"UPDATE {LEASES_TABLE} SET expires_at = {d.now} "
+                    f"WHERE owner = :me AND expires_at > {d.now}"
+                ),
+                {"me": replica_id},
+            )
+            await conn.execute(
+                text(f"DELETE FROM {MEMBERS_TABLE} WHERE replica_id = :me"), {"me": replica_id}
+            )
+
+        await self._sql._attempt("cluster_leave", work)
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def sync(
+        self, owner: str, want: Sequence[str], ttl_ms: int, *, ensure: Sequence[str] = ()
+    ) -> dict[str, int]:
+        """One transaction: release ``owner``'s unexpired leases outside ``want`` (their
+        expiry set to now), create missing lease rows for ``ensure`` (expired, token 0), then
+        renew ``owner``'s leases in ``want`` and take those that are expired, each until now
+        + ``ttl_ms``. A lease taken (not renewed) gets ``token + 1``. Returns every lease
+        ``owner`` holds afterwards: ``{name: token}``. A lease another member holds unexpired
+        is left alone — it moves only when that member releases it or stops beating."""
+        d = self._d
+        want = sorted(set(want))
+        release = d.stmt(
+            f"UPDATE {LEASES_TABLE} SET expires_at = {d.now} "
+            f"WHERE owner = :me AND expires_at > {d.now} AND NOT ({d.among('name', 'want')})",
+            "want",
+        )
+        if d.postgres:
+            create = text(
+                f"INSERT INTO {LEASES_TABLE} (name, owner, token, expires_at) "
+                "SELECT n, '', 0, now() FROM unnest(CAST(:names AS VARCHAR[])) AS n "
+                "ON CONFLICT (name) DO NOTHING"
+            )
+        else:
+            # A no-op update on a present row: INSERT IGNORE would log a server warning each.
+            create = text(
+                f"INSERT INTO {LEASES_TABLE} (name, owner, token, expires_at) "
+                "VALUES (:name, '', 0, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name"
+            )
+        # MariaDB evaluates SET left to right with the new values: token first, while owner and
+        # expires_at still hold the old ones (Postgres reads the old row throughout).
+        take = d.stmt(
+            f"UPDATE {LEASES_TABLE} SET "
+            f"token = CASE WHEN owner = :me AND expires_at > {d.now} THEN token "
+            "ELSE token + 1 END, "
+            f"owner = :me, expires_at = {d.plus_ms('ttl')} "
+            f"WHERE {d.among('name', 'want')} AND (owner = :me OR expires_at <= {d.now})",
+            "want",
+        )
+        held = text(
+            f"SELECT name, token FROM {LEASES_TABLE} WHERE owner = :me AND expires_at > {d.now}"
+        )
+        missing = sorted(set(ensure))
+
+        async def work(conn: AsyncConnection) -> dict[str, int]:
+            await conn.execute(release, {"me": owner, "want": want})
+            if missing:
+                if d.postgres:
+                    await conn.execute(create, {"names": missing})
+                else:
+                    await conn.execute(create, [{"name": n} for n in missing])
+            if want:
+                await conn.execute(take, {"me": owner, "want": want, "ttl": ttl_ms})
+            result = await conn.execute(held, {"me": owner})
+            return {str(row[0]): int(row[1]) for row in result}
+
+        return await self._sql._attempt("cluster_leases", work)
+
+    async def leases(self) -> list[Lease]:
+        """Every lease row, by name (inspection and tests)."""
+
+        async def work(conn: AsyncConnection) -> list[Lease]:
+            result = await conn.execute(
+                text(f"SELECT name, owner, token, expires_at FROM {LEASES_TABLE} ORDER BY name")
+            )
+            out = []
+            for name, lease_owner, token, expires_at in result:
+                at: datetime = expires_at
+                at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+                out.append(Lease(str(name), str(lease_owner), int(token), at))
+            return out
+
+        return await self._sql._attempt("cluster_leases_read", work, write=False)
+
+    # -- the fence --------------------------------------------------------------------------
+
+    def _lock(self, names_param: str) -> TextClause:
+        d = self._d
+        return d.stmt(
+            f"SELECT name, token FROM {LEASES_TABLE} "
+            f"WHERE {d.among('name', names_param)} AND owner = :me AND expires_at > {d.now} "
+            f"ORDER BY name {d.share}",
+            names_param,
+        )
+
+    async def insert_fenced(
+        self, rows: Sequence[RunRecord], owner: str, tokens: Mapping[str, int]
+    ) -> list[RunRecord]:
+        """Insert the rows whose schedule's lease is still ``owner``'s with the token in
+        ``tokens`` and unexpired (the database's clock), holding those lease rows share-locked
+        until the insert commits; the other rows are not written. Returns the rows written."""
+        if not rows:
+            return []
+        names = sorted({r.name for r in rows})
+        lock = self._lock("names")
+
+        async def work(conn: AsyncConnection) -> list[RunRecord]:
+            result = await conn.execute(lock, {"names": names, "me": owner})
+            ours = {str(n) for n, token in result if tokens.get(str(n)) == int(token)}
+            keep = [r for r in rows if r.name in ours]
+            if keep:
+                await self._insert_rows(conn, keep)
+            return keep
+
+        written = await self._sql._attempt("insert_fenced", work)
+        observe = getattr(self._observed, "_observe_rows", None)
+        if written and observe is not None:
+            observe(written)  # the metrics seam sees these rows like any insert_runs
+        return written
+
+    async def _insert_rows(self, conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
+        rows = [r.to_row() for r in runs]
+        dialect = conn.dialect
+        if dialect.name == "postgresql":
+            columns = {name: [row[name] for row in rows] for name in rows[0]}
+            await conn.execute(q.insert_runs_array(), columns)
+            return
+        if self._insert is None:
+            self._insert = q.driver_statement(q.insert_runs(), dialect)
+        tuples = self._insert.rows(rows, dialect.name)
+        for start in range(0, len(tuples), q.RUN_CHUNK):
+            await conn.exec_driver_sql(self._insert.sql, tuples[start : start + q.RUN_CHUNK])
+
+    async def claim_fenced(
+        self, key: str, name: str, owner: str, token: int, claimed_at: datetime
+    ) -> bool:
+        """Insert the claims row ``key`` iff ``name``'s lease is still ``owner``'s with
+        ``token`` (share-locked until the claim commits) and ``key`` is not claimed yet.
+        ``True`` iff this call inserted it — the fence for firings whose later rows are written
+        by the queue line (``on_overlap="queue"``)."""
+        lock = self._lock("names")
+        row: dict[str, Any] = {"key": key, "replica_id": owner, "claimed_at": claimed_at}
+
+        async def work(conn: AsyncConnection) -> bool:
+            result = await conn.execute(lock, {"names": [name], "me": owner})
+            if not any(int(t) == token for _, t in result):
+                return False
+            dialect = conn.dialect
+            if dialect.insert_returning:
+                won = await conn.execute(q.claim_insert(dialect.name, [row]))
+                return bool(list(won.scalars()))
+            inserted = await conn.execute(q.claim_insert(dialect.name, [row], returning=False))
+            return bool(inserted.rowcount == 1)
+
+        return await self._sql._attempt("claim_fenced", work)

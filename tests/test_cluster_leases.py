@@ -1,0 +1,148 @@
+"""The leases and the fence of ``coordination="cluster"``, against the real servers.
+
+Two :class:`LeaseStore`s on one database play two replicas. Expiry is the database's clock, so
+the few waits here are real (a few hundred milliseconds: leases of 200–300 ms).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from fastapi_voltro_schedules.coordination.claim import ClaimGate
+from fastapi_voltro_schedules.coordination.cluster import ClusterGate, Held, assigned, owner_of
+from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
+from fastapi_voltro_schedules.ledger import Ledger, new_row
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.store import RunRecord, Store, create_store
+from fastapi_voltro_schedules.store.leases import LeaseStore
+from fastapi_voltro_schedules.testing import ManualClock
+
+SERVERS = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mariadb", marks=pytest.mark.mariadb),
+]
+SLOT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------ rendezvous (pure)
+
+
+def test_a_leave_moves_only_the_leavers_schedules_and_a_join_takes_only_its_share() -> None:
+    names = [f"job-{a}{b}" for a in string.ascii_lowercase for b in string.ascii_lowercase[:8]]
+    three = ["r-a", "r-b", "r-c"]
+    before = {n: owner_of(n, three) for n in names}
+    spread = {m: sum(1 for o in before.values() if o == m) for m in three}
+    assert all(count > len(names) / 6 for count in spread.values()), spread
+
+    after_leave = {n: owner_of(n, ["r-a", "r-b"]) for n in names}
+    moved = {n for n in names if after_leave[n] != before[n]}
+    assert moved == {n for n in names if before[n] == "r-c"}
+
+    four = [*three, "r-d"]
+    after_join = {n: owner_of(n, four) for n in names}
+    changed = {n for n in names if after_join[n] != before[n]}
+    assert changed and all(after_join[n] == "r-d" for n in changed)
+    # every replica computes the same answer, whatever order it lists the members in
+    assert assigned(names, list(reversed(four)), "r-d") == [
+        n for n in names if after_join[n] == "r-d"
+    ]
+
+
+# ------------------------------------------------------------------ leases (servers)
+
+
+@pytest.fixture(params=SERVERS)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    url = request.getfixturevalue(f"{request.param}_url")
+    await upgrade_to_head(url)
+    s = create_store(url)
+    try:
+        yield s
+    finally:
+        await s.dispose()
+
+
+def _row(name: str, replica: str) -> RunRecord:
+    return new_row(
+        name,
+        SLOT,
+        RunStatus.RUNNING,
+        Trigger.SELF,
+        CoordinationOutcome.CLUSTER,
+        datetime.now(UTC),
+        replica,
+    )
+
+
+async def test_a_lease_is_held_by_one_member_and_moves_only_once_it_expires(
+    store: Store,
+) -> None:
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x", "y"], 300, ensure=["x", "y"]) == {"x": 1, "y": 1}
+    # b wants x too: a holds it unexpired, so b gets nothing (no stealing a live lease)
+    assert await leases.sync("b", ["x"], 300, ensure=["x"]) == {}
+    # renewing keeps the token
+    assert await leases.sync("a", ["x", "y"], 300) == {"x": 1, "y": 1}
+    await anyio.sleep(0.5)  # a stops beating: its leases expire on the database's clock
+    assert await leases.sync("b", ["x"], 300) == {"x": 2}
+    # a comes back: x is b's now (token 2), y was never wanted by anyone else (a re-takes it
+    # expired, with a new token, so writes carrying its old token stay refused)
+    assert await leases.sync("a", ["x", "y"], 300) == {"y": 2}
+    rows = {lease.name: lease for lease in await leases.leases()}
+    assert (rows["x"].owner, rows["x"].token) == ("b", 2)
+
+
+async def test_a_release_hands_the_lease_over_at_once(store: Store) -> None:
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x", "y"], 60_000, ensure=["x", "y"]) == {"x": 1, "y": 1}
+    # a no longer wants x (a member joined): the same beat releases it
+    assert await leases.sync("a", ["y"], 60_000) == {"y": 1}
+    assert await leases.sync("b", ["x"], 60_000) == {"x": 2}
+    await leases.leave("b")  # graceful shutdown: everything b holds is free now
+    assert await leases.sync("a", ["x", "y"], 60_000) == {"x": 3, "y": 1}
+
+
+async def test_a_stale_token_writes_nothing_and_the_current_one_writes(store: Store) -> None:
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x"], 200, ensure=["x"]) == {"x": 1}
+    await anyio.sleep(0.4)
+    assert await leases.sync("b", ["x"], 60_000) == {"x": 2}
+    # a was paused; it resumes believing it holds x with token 1
+    assert await leases.insert_fenced([_row("x", "a")], "a", {"x": 1}) == []
+    assert await store.list_runs("x") == []
+    assert not await leases.claim_fenced("x@2026-12-01T09:00:00", "x", "a", 1, SLOT)
+    assert await store.claim_holder("x@2026-12-01T09:00:00") is None
+    written = await leases.insert_fenced([_row("x", "b")], "b", {"x": 2})
+    assert [r.replica_id for r in written] == ["b"]
+    assert [r.replica_id for r in await store.list_runs("x")] == ["b"]
+    assert await leases.claim_fenced("x@2026-12-01T09:00:00", "x", "b", 2, SLOT)
+    assert not await leases.claim_fenced("x@2026-12-01T09:00:00", "x", "b", 2, SLOT)
+
+
+async def test_an_expired_lease_writes_nothing_even_before_anyone_takes_it(
+    store: Store,
+) -> None:
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x"], 200, ensure=["x"]) == {"x": 1}
+    await anyio.sleep(0.4)  # nobody took it; the token still matches — the expiry refuses
+    assert await leases.insert_fenced([_row("x", "a")], "a", {"x": 1}) == []
+    assert await store.list_runs("x") == []
+
+
+async def test_the_gate_trusting_a_stale_view_is_stopped_by_the_fence(store: Store) -> None:
+    leases = LeaseStore(store)
+    clock = ManualClock(SLOT)
+    gate = ClusterGate(leases, ClaimGate(Ledger(store, clock, "a"), store, clock, "a"), clock, "a")
+    assert await leases.sync("a", ["x"], 200, ensure=["x"]) == {"x": 1}
+    # the local guard fooled (a clock that froze with the process): only the database decides
+    gate.hold("x", Held(1, SLOT - timedelta(seconds=1), float("inf")))
+    await anyio.sleep(0.4)
+    assert await leases.sync("b", ["x"], 60_000) == {"x": 2}
+    assert await gate.insert([_row("x", "a")]) == []
+    assert "x" not in gate.held  # and it stops believing it owns x
+    assert await store.list_runs("x") == []
