@@ -119,7 +119,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0001"
+    assert await current_revision(async_engine) == head_revision() == "0003"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -152,6 +152,7 @@ async def test_column_types_and_indexes_per_dialect(async_engine: AsyncEngine) -
         "ix_voltro_runs_name_scheduled",
         "ix_voltro_runs_name_status_scheduled",
         "ix_voltro_runs_finished",
+        "ix_voltro_runs_scheduled",
     }
     assert claims_ix == {"ix_voltro_claims_claimed_at"}
 
@@ -273,18 +274,22 @@ async def test_sqlite_directory_is_created_and_sync_urls_are_accepted(tmp_path: 
 def test_script_location_and_head() -> None:
     location = script_location()
     assert (location / "env.py").is_file()
-    assert sorted(p.name for p in (location / "versions").glob("0001_*.py")) == [
-        "0001_ledger_tables.py"
+    assert sorted(p.name for p in (location / "versions").glob("000*.py")) == [
+        "0001_ledger_tables.py",
+        "0003_runs_scheduled_index.py",
     ]
-    assert head_revision() == "0001"
+    assert head_revision() == "0003"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
 
 def test_migration_is_self_contained() -> None:
     """Migrations must not import the package's Python types (they may change later)."""
-    source = (script_location() / "versions" / "0001_ledger_tables.py").read_text()
-    assert not re.search(r"^\s*(from|import) fastapi_voltro_schedules", source, flags=re.M)
+    versions = sorted((script_location() / "versions").glob("000*.py"))
+    assert len(versions) >= 2
+    for path in versions:
+        source = path.read_text()
+        assert not re.search(r"^\s*(from|import) fastapi_voltro_schedules", source, flags=re.M)
 
 
 def test_render_item_spells_utc_datetime_as_plain_sqlalchemy() -> None:
@@ -377,7 +382,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     result = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0001 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0003 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -405,7 +410,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     result = CliRunner().invoke(cli_app, ["migrate", "--database-url", rendered])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0001 (postgresql)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0003 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -448,7 +453,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0001 (sqlite)" in proc.stdout
+    assert "at 0003 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

@@ -59,9 +59,9 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0001"
-    versions = sorted(p.name for p in (package_dir / "_alembic" / "versions").glob("0001_*.py"))
-    assert versions == ["0001_ledger_tables.py"]
+    assert head == "0003"
+    versions = sorted(p.name for p in (package_dir / "_alembic" / "versions").glob("000*.py"))
+    assert versions == ["0001_ledger_tables.py", "0003_runs_scheduled_index.py"]
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()
 
@@ -71,10 +71,10 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         cwd=outside,
     )
     assert result.stdout.strip() == (
-        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0001 (sqlite)"
+        "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims at 0003 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("SELECT version_num FROM _voltro_alembic_version").fetchall()
     assert {"_voltro_schedule_runs", "_voltro_schedule_claims"} <= tables
-    assert version == [("0001",)]
+    assert version == [("0003",)]

@@ -469,8 +469,22 @@ class SQLStore(Store):
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         if not names:
             return {}
-        rows = await self._read_runs("last_runs", q.last_runs(names))
-        return {r.name: r for r in rows}
+        dialect = self.engine.dialect.name
+        stmt = q.last_runs(dialect)
+        ordered = list(dict.fromkeys(names))
+        found: dict[str, RunRecord] = {}
+        # chunked: one statement per NAME_CHUNK names, so 10,000 schedules never make one
+        # unbounded parameter (or one statement a pool timeout could kill halfway)
+        for start in range(0, len(ordered), q.NAME_CHUNK):
+            params = q.last_runs_params(ordered[start : start + q.NAME_CHUNK], dialect)
+
+            async def work(conn: AsyncConnection, params: dict[str, Any] = params) -> None:
+                for row in await conn.execute(stmt, params):
+                    record = RunRecord.from_row(row._mapping)
+                    found[record.name] = record
+
+            await self._attempt("last_runs", work, write=False)
+        return found
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
