@@ -13,7 +13,7 @@ import random
 import re
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
@@ -419,11 +419,14 @@ class SQLStore(Store):
             "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
         )
 
-    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
-        _aware(at, "at")
+    async def heartbeat(
+        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
+    ) -> int:
+        if at is not None:
+            _aware(at, "at")
         if not run_ids:
             return 0
-        stmt = q.heartbeat_update(run_ids, at, replica_id)
+        stmt = q.heartbeat_update(run_ids, at, replica_id, self.engine.dialect.name)
 
         async def work(conn: AsyncConnection) -> int:
             return int((await conn.execute(stmt)).rowcount)
@@ -496,6 +499,43 @@ class SQLStore(Store):
             stmt = q.runs_in_status(chunk, statuses, self.engine.dialect.name)
             found += await self._read_runs("live_runs", stmt)
         return found
+
+    async def database_now(self) -> datetime:
+        stmt = q.database_now(self.engine.dialect.name)
+
+        async def work(conn: AsyncConnection) -> datetime:
+            now: datetime = (await conn.execute(stmt)).scalar_one()
+            return now
+
+        return await self._attempt("database_now", work, write=False)
+
+    async def silent_runs(
+        self,
+        names: Collection[str],
+        silent_for: timedelta,
+        statuses: Collection[RunStatus] = (RunStatus.RUNNING,),
+    ) -> list[RunRecord]:
+        if silent_for < timedelta(0):
+            raise ValueError(f"silent_for={silent_for!r} is negative")
+        ordered = list(dict.fromkeys(names))
+        if not ordered:
+            return []
+        dialect = self.engine.dialect.name
+        clock = q.database_now(dialect)
+
+        async def work(conn: AsyncConnection) -> list[RunRecord]:
+            # the clock read and the rows in one transaction: on Postgres statement_timestamp()
+            # is per statement, so the cutoff is never older than the rows it judges
+            cutoff = (await conn.execute(clock)).scalar_one() - silent_for
+            found: list[RunRecord] = []
+            for start in range(0, len(ordered), q.NAME_CHUNK):
+                chunk = ordered[start : start + q.NAME_CHUNK]
+                result = await conn.execute(q.silent_runs(chunk, statuses, cutoff, dialect))
+                found += [RunRecord.from_row(row._mapping) for row in result]
+            found.sort(key=lambda r: (r.scheduled_at, r.id))
+            return found
+
+        return await self._attempt("silent_runs", work, write=False)
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
         return await self._read_runs("queued_runs", q.runs_in_status([name], [RunStatus.QUEUED]))

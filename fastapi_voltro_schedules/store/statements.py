@@ -44,6 +44,8 @@ from sqlalchemy import (
     bindparam,
     delete,
     insert,
+    literal_column,
+    or_,
     select,
     text,
 )
@@ -328,9 +330,32 @@ def conditional_update(
     return stmt
 
 
-def heartbeat_update(run_ids: Sequence[str], at: datetime, replica_id: str) -> Update:
-    """Bump ``heartbeat_at`` of this replica's live rows among ``run_ids``."""
+def database_now_sql(dialect_name: str) -> str:
+    """The database's clock as SQL, in the form ``UTCDateTime`` stores on that dialect:
+    ``timestamptz`` on Postgres, naive UTC ``DATETIME(6)`` on MariaDB/MySQL (``UTC_TIMESTAMP``
+    ignores the session's time zone), ISO-8601 text on SQLite (``%f`` is milliseconds: padded
+    to the stored microseconds so the text still sorts like time)."""
+    family = dialect_family(dialect_name)
+    if family == "postgresql":
+        return "statement_timestamp()"
+    if family == "mysql":
+        return "UTC_TIMESTAMP(6)"
+    if family == "sqlite":
+        return "(strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000+00:00')"
+    raise ValueError(f"no clock for dialect {dialect_name!r}")
+
+
+def database_now(dialect_name: str) -> Select[Any]:
+    return select(literal_column(database_now_sql(dialect_name), type_=UTCDateTime()))
+
+
+def heartbeat_update(
+    run_ids: Sequence[str], at: datetime | None, replica_id: str, dialect_name: str
+) -> Update:
+    """Bump ``heartbeat_at`` of this replica's live rows among ``run_ids`` — to ``at``, or to
+    the database's clock when ``at`` is ``None``."""
     c = runs_table.c
+    value: Any = at if at is not None else literal_column(database_now_sql(dialect_name))
     return (
         sa_update(runs_table)
         .where(
@@ -338,7 +363,22 @@ def heartbeat_update(run_ids: Sequence[str], at: datetime, replica_id: str) -> U
             c.status.in_([s.value for s in LIVE_STATUSES]),
             c.replica_id == replica_id,
         )
-        .values(heartbeat_at=at)
+        .values(heartbeat_at=value)
+    )
+
+
+def silent_runs(
+    names: Collection[str],
+    statuses: Collection[RunStatus],
+    cutoff: datetime,
+    dialect_name: str,
+) -> Select[Any]:
+    """Rows of ``names`` in ``statuses`` with no sign of life at or after ``cutoff``: read
+    through ``ix_voltro_runs_name_status_scheduled`` (live rows only), then filtered."""
+    c = runs_table.c
+    return runs_in_status(names, statuses, dialect_name).where(
+        or_(c.heartbeat_at.is_(None), c.heartbeat_at < cutoff),
+        or_(c.fired_at.is_(None), c.fired_at < cutoff),
     )
 
 
