@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import re
 import zlib
@@ -161,6 +162,13 @@ class SQLStore(Store):
         sqlite_file = engine.dialect.name == "sqlite" and not self._memory
         self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite_file else None
         self._driver_statements: dict[str, q.DriverStatement] = {}
+        # The SQLite file this store opened, and its identity once the first connection is
+        # up: see _check_file
+        self._sqlite_path: str | None = None
+        if sqlite_file and engine.url.database:
+            self._sqlite_path = os.path.abspath(engine.url.database)
+        self._sqlite_identity: tuple[int, int] | None = None
+        self._sqlite_lost: str | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -181,9 +189,48 @@ class SQLStore(Store):
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    def _check_file(self, op: str) -> None:
+        """Fail closed when the SQLite ledger file was deleted or replaced under us.
+
+        Unlinking the file does not stop SQLite: pooled connections keep writing to the
+        unlinked inode (every run recorded into a file nobody can open again), and each new
+        connection silently creates an empty file at the path. So before every statement the
+        path must still be the file the first connection opened (same device and inode; one
+        ``stat``, microseconds). Once lost, every call raises — routes answer 503 and the
+        engine fires nothing — until the app is restarted on a restored file.
+        """
+        path = self._sqlite_path
+        if path is None:
+            return
+        if self._sqlite_lost is None:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                found = "the file is gone"
+            else:
+                identity = (st.st_dev, st.st_ino)
+                if self._sqlite_identity is None or identity == self._sqlite_identity:
+                    return
+                found = "another file is in its place"
+            self._sqlite_lost = (
+                f"the SQLite ledger {path} was deleted or replaced while the app was running "
+                f"({found}); nothing more is written, so no run is recorded into a file nobody "
+                f"can read. Stop the app, put the ledger file back at {path} (from a backup, or "
+                "run `voltro migrate` for an empty ledger), then start the app again"
+            )
+            logger.error("store: %s", self._sqlite_lost)
+        raise StoreUnavailableError(f"store {op}: {self._sqlite_lost}")
+
+    def _remember_file(self) -> None:
+        if self._sqlite_path is not None and self._sqlite_identity is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self._sqlite_path)
+                self._sqlite_identity = (st.st_dev, st.st_ino)
+
     @contextlib.asynccontextmanager
     async def _connection(self, op: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
         """A connection in a transaction (committed on success), driver errors translated."""
+        self._check_file(op)
         async with contextlib.AsyncExitStack() as stack:
             if self._turn is not None:
                 await stack.enter_async_context(self._turn)
@@ -194,7 +241,12 @@ class SQLStore(Store):
             engine = self._write_engine if write else self._engine
             try:
                 conn = await stack.enter_async_context(engine.begin())
+                self._remember_file()  # the first connection opened (or created) it
                 yield conn
+                if write:
+                    # unlinked while this transaction ran: roll it back rather than commit
+                    # into the lost file
+                    self._check_file(op)
             except exc.DBAPIError:
                 raise  # _attempt decides: retry or translate
             except (OSError, TimeoutError, exc.TimeoutError) as error:
