@@ -200,16 +200,15 @@ class SQLStore(Store):
         engine fires nothing — until the app is restarted on a restored file.
         """
         path = self._sqlite_path
-        if path is None:
-            return
+        if path is None or self._sqlite_identity is None:
+            return  # not SQLite, or not opened yet: the first connection creates the file
         if self._sqlite_lost is None:
             try:
                 st = os.stat(path)
             except FileNotFoundError:
                 found = "the file is gone"
             else:
-                identity = (st.st_dev, st.st_ino)
-                if self._sqlite_identity is None or identity == self._sqlite_identity:
+                if (st.st_dev, st.st_ino) == self._sqlite_identity:
                     return
                 found = "another file is in its place"
             self._sqlite_lost = (
