@@ -106,7 +106,7 @@ def _scrub(message: str, url: str) -> str:
 
 schedule_app = typer.Typer(
     name="schedule",
-    help="Operator verbs on one schedule (range backfill).",
+    help="Operator verbs: range backfill of one schedule, audit of the ledger.",
     no_args_is_help=True,
 )
 app.add_typer(schedule_app, name="schedule")

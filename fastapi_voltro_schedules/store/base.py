@@ -284,6 +284,20 @@ class Store(abc.ABC):
         pass the last row's ``scheduled_at`` to page."""
 
     @abc.abstractmethod
+    async def runs_between(
+        self,
+        after: datetime,
+        until: datetime,
+        limit: int = 1000,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        """Every schedule's runs with ``after < scheduled_at <= until``, oldest first (ties by
+        id), at most ``limit``; pass the last row's ``(scheduled_at, id)`` as ``cursor`` for
+        the next page. Keyset paging on both columns: rows sharing one ``scheduled_at`` (a
+        herd, a duplicate) are never split or skipped at a page boundary — what an audit of
+        the ledger needs. Read through ``ix_voltro_runs_scheduled``."""
+
+    @abc.abstractmethod
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
     ) -> RunRecord | None:

@@ -500,6 +500,20 @@ class SQLStore(Store):
             _aware(before, "before")
         return await self._read_runs("list_runs", q.list_runs(name, limit, before))
 
+    async def runs_between(
+        self,
+        after: datetime,
+        until: datetime,
+        limit: int = 1000,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        _aware(after, "after")
+        _aware(until, "until")
+        if cursor is not None:
+            _aware(cursor[0], "cursor")
+        stmt = q.runs_between(after, until, limit, cursor)
+        return await self._read_runs("runs_between", stmt)
+
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
     ) -> RunRecord | None:

@@ -40,6 +40,7 @@ from sqlalchemy import (
     String,
     Text,
     Update,
+    and_,
     any_,
     bindparam,
     delete,
@@ -414,6 +415,23 @@ def list_runs(name: str | None, limit: int, before: datetime | None) -> Select[A
     if before is not None:
         stmt = stmt.where(c.scheduled_at < before)
     return stmt
+
+
+def runs_between(
+    after: datetime, until: datetime, limit: int, cursor: tuple[datetime, str] | None
+) -> Select[Any]:
+    """One keyset page of every schedule's runs in ``(after, until]``, oldest first."""
+    c = runs_table.c
+    stmt = (
+        select_runs()
+        .where(c.scheduled_at > after, c.scheduled_at <= until)
+        .order_by(c.scheduled_at, c.id)
+        .limit(limit)
+    )
+    if cursor is not None:
+        at, run_id = cursor
+        stmt = stmt.where(or_(c.scheduled_at > at, and_(c.scheduled_at == at, c.id > run_id)))
+    return _force_index(stmt, BY_TIME_INDEX)
 
 
 def runs_in_status(
