@@ -11,9 +11,10 @@ and each time the store calls behind these are timed (median of ``--repeat``, af
 - **runs** / **runs all**: ``GET /_voltro/inspect/runs?name=hot`` and without ``name``
   (``list_runs``, 100 rows, newest first) — and **runs page**, the same with ``before``;
 - **boot**: what ``Scheduling`` reads before arming — ``last_runs`` and ``live_runs`` of every
-  schedule — plus the watchdog's dead-row read, ``live_runs(…, running+queued)``;
+  schedule — plus the reaper's reads: ``live_runs(…, running+queued)`` and ``silent_runs``;
 - **slot**: ``run_for_slot`` (the external trigger's duplicate answer) and ``succeeded_slots``
-  over one hour (a range backfill's plan: 3,600 slots).
+  over one hour (a range backfill's plan: 3,600 slots), and one 1,000-row page of
+  ``runs_between`` (what ``voltro schedule audit`` reads).
 
 The generated ledger (see :func:`fill_ledger`): 99 % of the rows are one every-second schedule
 ``hot`` (12 days of it at 1 M rows), the rest spread over 50 others; mostly ``succeeded``, some
@@ -174,9 +175,13 @@ def queries(store: Store, rows: int) -> dict[str, Callable[[], Awaitable[Any]]]:
         "runs page": lambda: store.list_runs(HOT, limit=100, before=middle),
         "boot": lambda: asyncio.gather(store.last_runs(everyone), store.live_runs(everyone)),
         "dead rows": lambda: store.live_runs(everyone, (RunStatus.RUNNING, RunStatus.QUEUED)),
+        "silent": lambda: store.silent_runs(
+            everyone, timedelta(seconds=90), (RunStatus.RUNNING, RunStatus.QUEUED)
+        ),
         "queued": lambda: store.queued_runs(HOT),
         "slot": lambda: store.run_for_slot(HOT, middle + timedelta(seconds=1), Trigger.SELF),
         "succeeded 1 h": lambda: store.succeeded_slots(HOT, middle, middle + timedelta(hours=1)),
+        "audit page": lambda: store.runs_between(middle, middle + timedelta(hours=1), limit=1000),
     }
 
 

@@ -59,10 +59,13 @@ CASES = [
     Case("runs page", max_rows=400, max_steps=60_000),
     Case("boot", max_rows=800, max_steps=100_000),
     Case("dead rows", max_rows=200, max_steps=40_000),
+    Case("silent", max_rows=200, max_steps=40_000),
     Case("queued", max_rows=50, max_steps=10_000),
     Case("slot", max_rows=50, max_steps=10_000),
     # 3,600 slots of the hot schedule (the answer itself), nothing else
     Case("succeeded 1 h", max_rows=8_000, max_steps=400_000),
+    # the audit's read: one 1,000-row page of an hour (the page itself, nothing else)
+    Case("audit page", max_rows=2_500, max_steps=400_000),
 ]
 
 
@@ -213,6 +216,9 @@ async def test_every_inspect_and_boot_query_reads_through_an_index(
     assert len(answers["queued"]) == 3
     assert answers["slot"] is not None
     assert 3000 < len(answers["succeeded 1 h"]) <= 3600
+    assert len(answers["audit page"]) == 1000
+    # the live rows last beat at the generated ledger's end, months before the database's now
+    assert len(answers["silent"]) == LIVE
 
     dialect = make_url(big_url).get_backend_name()
     failures = []
