@@ -34,16 +34,18 @@ INSPECT_AUTH = {"Authorization": f"Bearer {INSPECT_TOKEN}"}
 # --------------------------------------------------------------------------- helpers
 
 
-_started: list[str] = []
-"""Runs started since the clock last moved (their handlers sleep 0.3 s of real time)."""
+_started: dict[str, list[str]] = {}
+"""Per server URL, the runs started there since its clock last moved (their handlers sleep
+real time)."""
 
 
 def set_clock(server: Server, instant: str) -> None:
     # Let the runs started at the old instant end first: a run's max_runtime is elapsed time,
     # so jumping the wall clock past it no longer cancels the run (it used to, freeing the
     # schedule for the next test's arrival as a side effect).
-    while _started:
-        poll_terminal(server, _started.pop())
+    pending = _started.pop(server.url, [])
+    while pending:
+        poll_terminal(server, pending.pop())
     r = httpx.post(f"{server.url}/_test/clock", params={"to": instant}, timeout=10)
     assert r.status_code == 200, r.text
 
@@ -58,7 +60,7 @@ def trigger(
         **kw,
     )
     if r.status_code == 202:
-        _started.append(r.json()["runId"])
+        _started.setdefault(server.url, []).append(r.json()["runId"])
     return r
 
 
