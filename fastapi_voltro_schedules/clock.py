@@ -7,6 +7,7 @@ sleeping.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
@@ -15,10 +16,16 @@ import anyio
 
 @runtime_checkable
 class Clock(Protocol):
-    """A source of wall-clock time and a way to wait for it."""
+    """A source of wall-clock time, of elapsed time, and a way to wait for it."""
 
     def now(self) -> datetime:
         """The current instant, timezone-aware, in UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps (``time.monotonic()``): only differences mean
+        anything. Deadlines are measured on it, so an NTP step of the wall clock neither
+        cancels a run early nor lets it overrun."""
         ...
 
     async def sleep(self, seconds: float) -> None:
@@ -31,6 +38,9 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(max(0.0, seconds))

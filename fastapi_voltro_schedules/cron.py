@@ -46,8 +46,12 @@ _ONE_SECOND = timedelta(seconds=1)
 _SEARCH_YEARS = 100
 """next_occurrence gives up after this many years (parse rejects expressions that never fire;
 the rarest valid ones — 29 February on a given weekday — recur within 28 years)."""
-_PREVIOUS_YEARS = 5
-"""previous_occurrence looks back this many years before answering None."""
+_PREVIOUS_YEARS = 400
+"""previous_occurrence looks back this many years before answering None: one whole Gregorian
+cycle (weekdays and leap years repeat every 400 years), so every expression that fires at all
+is found — 29 February on a Sunday (``0 0 29 2 */7``) recurs only every 28 years, 40 across a
+century that skips its leap day. The bound costs nothing on the common path: the search stops
+at the first match, and walks a month at a time (a few thousand steps at worst)."""
 
 _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DOW_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -509,10 +513,11 @@ class CronSpec:
         return self._map_fixed(self._forward(*wall))
 
     def previous_occurrence(self, at: datetime) -> datetime | None:
-        """The newest occurrence at or before ``at`` (aware UTC), or None within 5 years."""
+        """The newest occurrence at or before ``at`` (aware UTC); None only when there is none
+        since year 1 (the search spans a whole 400-year Gregorian cycle)."""
         local = self._local(at, "at")
         wall = _floor_wall(local)
-        floor_year = local.year - _PREVIOUS_YEARS
+        floor_year = max(1, local.year - _PREVIOUS_YEARS)
         if self._fixed_zone:
             c = self._backward(*wall, floor_year=floor_year)
             if c is None:
@@ -567,8 +572,8 @@ class CronSpec:
     def period_at(self, instant: datetime) -> timedelta:
         """``next_occurrence(instant) - previous_occurrence(instant)``: the length of the slot
         holding ``instant`` (cron is not fixed-interval: a weekday job's Friday slot is 3 days,
-        a daily job's is 23 h or 25 h across DST). Without an occurrence in the previous five
-        years, the interval between the next two occurrences."""
+        a daily job's is 23 h or 25 h across DST). Without an earlier occurrence (only near year
+        1), the interval between the next two occurrences."""
         nxt = self.next_occurrence(instant)
         prev = self.previous_occurrence(instant)
         if prev is None:

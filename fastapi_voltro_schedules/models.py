@@ -88,6 +88,9 @@ class ScheduleRun(_VoltroModel, table=True):
         Index("ix_voltro_runs_name_status_scheduled", "name", "status", "scheduled_at"),
         # the retention sweep walks finished rows by age
         Index("ix_voltro_runs_finished", "finished_at"),
+        # the runs list of every schedule, newest first (migration 0003): without it the
+        # inspect runs page sorted the whole ledger (2.8 s at 1 M rows on SQLite)
+        Index("ix_voltro_runs_scheduled", "scheduled_at"),
     )
 
     id: str = Field(sa_type=String(40), primary_key=True)

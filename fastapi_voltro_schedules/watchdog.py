@@ -4,6 +4,10 @@ A task group per run (a watchdog task and a heartbeat task each) costs more than
 handlers it guards at 1,000 firings a second. Here a single loop sleeps until the nearest
 deadline or beat, cancels overdue runs, and bumps ``heartbeat_at`` of every run older than one
 interval in one statement — a run shorter than one interval writes no beat.
+
+Deadlines and the beat cadence are measured on the clock's ``monotonic()`` seconds, never on
+the wall clock: a forward NTP step used to cancel every run in flight as overdue (and a
+backward one let them overrun by the step). The wall clock only stamps ``heartbeat_at``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ class Watched:
     deadline: datetime
     cancel: Callable[[], object] | None
     """Stops the run: its cancel scope's or its task's ``cancel``."""
+    started: float = 0.0
+    """``clock.monotonic()`` when the watch began."""
+    expires: float = 0.0
+    """``clock.monotonic()`` past which the run is cancelled: ``deadline`` as seen at
+    :meth:`Watchdog.watch`, turned into elapsed time."""
     timed_out: bool = False
     done: bool = field(default=False, repr=False)
 
@@ -45,20 +54,26 @@ class Watchdog:
         self.store = store
         self.replica_id = replica_id
         self.interval = timedelta(milliseconds=heartbeat_ms)
+        self._interval_s = heartbeat_ms / 1000
         self._runs: dict[str, Watched] = {}
-        self._deadlines: list[tuple[datetime, int, Watched]] = []
+        self._deadlines: list[tuple[float, int, Watched]] = []
         self._seq = itertools.count()
         self._sleep_scope: anyio.CancelScope | None = None
-        self._wake_at: datetime | None = None
-        self._next_beat: datetime | None = None
+        self._wake_at: float | None = None
+        self._next_beat: float | None = None
 
     def watch(
         self, run_id: str, fired_at: datetime, deadline: datetime, cancel: Callable[[], object]
     ) -> Watched:
-        watched = Watched(run_id, fired_at, deadline, cancel)
+        """Watch a run that must be over by ``deadline`` (a wall instant, what the handler's
+        context shows). What is left of it is read off the wall clock once, here — from then
+        on it is elapsed time, whatever the wall clock does."""
+        started = self.clock.monotonic()
+        left = (deadline - self.clock.now()).total_seconds()
+        watched = Watched(run_id, fired_at, deadline, cancel, started, started + left)
         self._runs[run_id] = watched
-        heapq.heappush(self._deadlines, (deadline, next(self._seq), watched))
-        if self._wake_at is None or deadline < self._wake_at:
+        heapq.heappush(self._deadlines, (watched.expires, next(self._seq), watched))
+        if self._wake_at is None or watched.expires < self._wake_at:
             self._wake()
         return watched
 
@@ -89,36 +104,39 @@ class Watchdog:
 
     async def run(self) -> None:
         """The loop; runs until cancelled."""
-        self._next_beat = self.clock.now() + self.interval
+        self._next_beat = self.clock.monotonic() + self._interval_s
         while True:
-            now = self.clock.now()
+            now = self.clock.monotonic()
             self._expire(now)
             if now >= self._next_beat:
                 await self._beat(now)
-                self._next_beat = now + self.interval
+                self._next_beat = now + self._interval_s
             while self._deadlines and self._deadlines[0][2].done:
                 heapq.heappop(self._deadlines)
             wake_at = self._next_beat
             if self._deadlines:
                 wake_at = min(wake_at, self._deadlines[0][0])
             self._wake_at = wake_at
-            seconds = min(max((wake_at - now).total_seconds(), 0.0), MAX_SLEEP_SECONDS)
+            # clock.sleep() waits on the wall clock and may wake early after a step: the loop
+            # re-reads monotonic() and sleeps again
+            seconds = min(max(wake_at - now, 0.0), MAX_SLEEP_SECONDS)
             with anyio.CancelScope() as self._sleep_scope:
                 await self.clock.sleep(seconds)
             self._sleep_scope = None
 
-    def _expire(self, now: datetime) -> None:
+    def _expire(self, now: float) -> None:
+        """Cancel every run whose ``expires`` is at or before ``now`` (monotonic seconds)."""
         while self._deadlines and self._deadlines[0][0] <= now:
             _, _, watched = heapq.heappop(self._deadlines)
             if not watched.done and watched.cancel is not None:
                 watched.timed_out = True
                 watched.cancel()
 
-    async def _beat(self, now: datetime) -> None:
-        due = [w.run_id for w in self._runs.values() if now - w.fired_at >= self.interval]
+    async def _beat(self, now: float) -> None:
+        due = [w.run_id for w in self._runs.values() if now - w.started >= self._interval_s]
         if not due:
             return
         try:
-            await self.store.heartbeat(due, now, self.replica_id)
+            await self.store.heartbeat(due, self.clock.now(), self.replica_id)
         except StoreUnavailableError as exc:
             logger.warning("schedule: heartbeat failed  runs=%d: %s", len(due), exc)

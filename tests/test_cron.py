@@ -564,25 +564,27 @@ def test_period_of_a_weekday_job_across_the_weekend() -> None:
     assert spec.period_at(Z("2026-05-06T12:00:00Z")) == timedelta(days=1)
 
 
-def test_previous_looks_back_about_five_years() -> None:
+def test_previous_looks_back_a_whole_gregorian_cycle() -> None:
     leap = CronSpec.parse("0 0 29 2 *", "UTC")
     assert leap.previous_occurrence(Z("2024-02-28T00:00:00Z")) == Z("2020-02-29T00:00:00Z")
     assert leap.previous_occurrence(Z("2020-02-28T00:00:00Z")) == Z("2016-02-29T00:00:00Z")
-    # 1 February falling on a Monday: 2010, 2016, 2021, 2027. The look-back reaches 1 January
-    # of the year five years before `at`.
+    # 1 February falling on a Monday: 2010, 2016, 2021, 2027. It used to look back five years
+    # only (None for the last two); now 400 (see tests/test_cron_rare.py).
     rare = CronSpec.parse("0 0 */31 2 1", "UTC")
     assert rare.previous_occurrence(Z("2026-06-01T00:00:00Z")) == Z("2021-02-01T00:00:00Z")
     assert rare.previous_occurrence(Z("2021-01-01T00:00:00Z")) == Z("2016-02-01T00:00:00Z")
-    assert rare.previous_occurrence(Z("2016-01-01T00:00:00Z")) is None  # 2010 is too far back
-    assert rare.previous_occurrence(Z("2027-01-01T00:00:00Z")) is None  # 2021 is too far back
+    assert rare.previous_occurrence(Z("2016-01-01T00:00:00Z")) == Z("2010-02-01T00:00:00Z")
+    assert rare.previous_occurrence(Z("2027-01-01T00:00:00Z")) == Z("2021-02-01T00:00:00Z")
     assert rare.next_occurrence(Z("2021-02-02T00:00:00Z")) == Z("2027-02-01T00:00:00Z")
 
 
 def test_period_when_nothing_came_before() -> None:
-    # No occurrence in the look-back: the interval between the next two occurrences.
+    # No earlier occurrence (only near year 1): the interval between the next two.
     rare = CronSpec.parse("0 0 */31 2 1", "UTC")
-    gap = Z("2021-02-01T00:00Z") - Z("2016-02-01T00:00Z")
-    assert rare.period_at(Z("2016-01-01T00:00:00Z")) == gap
+    at = datetime(1, 1, 15, tzinfo=UTC)
+    assert rare.previous_occurrence(at) is None
+    first_two = rare.occurrences(at, datetime(40, 1, 1, tzinfo=UTC), limit=2)
+    assert rare.period_at(at) == first_two[1] - first_two[0]
     yearly = CronSpec.parse("0 0 1 1 *", "UTC")
     assert yearly.period_at(Z("2026-06-01T00:00:00Z")) == timedelta(days=365)
 

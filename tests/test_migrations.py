@@ -129,7 +129,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0004"
+    assert await current_revision(async_engine) == head_revision() == "0005"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -162,6 +162,7 @@ async def test_column_types_and_indexes_per_dialect(async_engine: AsyncEngine) -
         "ix_voltro_runs_name_scheduled",
         "ix_voltro_runs_name_status_scheduled",
         "ix_voltro_runs_finished",
+        "ix_voltro_runs_scheduled",
     }
     assert claims_ix == {"ix_voltro_claims_claimed_at"}
 
@@ -283,17 +284,23 @@ async def test_sqlite_directory_is_created_and_sync_urls_are_accepted(tmp_path: 
 def test_script_location_and_head() -> None:
     location = script_location()
     assert (location / "env.py").is_file()
-    assert sorted(p.name for p in (location / "versions").glob("0001_*.py")) == [
-        "0001_ledger_tables.py"
+    assert sorted(p.name for p in (location / "versions").glob("000*.py")) == [
+        "0001_ledger_tables.py",
+        "0002_run_error_traceback.py",
+        "0003_schedule_pauses.py",
+        "0004_cluster_leases.py",
+        "0005_runs_scheduled_index.py",
     ]
-    assert head_revision() == "0004"
+    assert head_revision() == "0005"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
 
 def test_migration_is_self_contained() -> None:
     """Migrations must not import the package's Python types (they may change later)."""
-    for path in (script_location() / "versions").glob("*.py"):
+    versions = sorted((script_location() / "versions").glob("000*.py"))
+    assert len(versions) >= 2
+    for path in versions:
         source = path.read_text()
         assert not re.search(r"^\s*(from|import) fastapi_voltro_schedules", source, flags=re.M)
 
@@ -396,7 +403,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_members, _voltro_schedule_leases at 0004 (sqlite)"
+        "_voltro_schedule_members, _voltro_schedule_leases at 0005 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -430,7 +437,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_members, _voltro_schedule_leases at 0004 (postgresql)"
+        "_voltro_schedule_members, _voltro_schedule_leases at 0005 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -473,7 +480,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0004 (sqlite)" in proc.stdout
+    assert "at 0005 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

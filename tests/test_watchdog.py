@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from fastapi_voltro_schedules.store import create_store
+import anyio
+import pytest
+
+from fastapi_voltro_schedules.clock import Clock, SystemClock
+from fastapi_voltro_schedules.enums import RunStatus, Trigger
+from fastapi_voltro_schedules.store import RunRecord, create_store
 from fastapi_voltro_schedules.testing import ManualClock
 from fastapi_voltro_schedules.watchdog import Watchdog
 
@@ -15,7 +21,8 @@ async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
     # 30-minute deadlines at 1,000 runs a second once kept 1.8 million dead entries alive.
     store = create_store(sqlite_url)
     try:
-        dog = Watchdog(ManualClock(T0), store, "r1", heartbeat_ms=30_000)
+        clock = ManualClock(T0)
+        dog = Watchdog(clock, store, "r1", heartbeat_ms=30_000)
         cancelled: list[str] = []
         live = dog.watch("keep", T0, T0 + timedelta(minutes=30), lambda: cancelled.append("keep"))
         for i in range(10_000):
@@ -24,7 +31,131 @@ async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
         assert len(dog._deadlines) < 200
         assert any(entry[2] is live for entry in dog._deadlines)
         # The survivor is still enforced; the finished ones are never cancelled.
-        dog._expire(T0 + timedelta(minutes=31))
+        dog._expire(clock.monotonic() + 31 * 60)  # 31 minutes later (monotonic seconds)
         assert cancelled == ["keep"] and live.timed_out
     finally:
         await store.dispose()
+
+
+async def step(clock: ManualClock, seconds: float) -> None:
+    """Advance, then wait (real time: a beat is real I/O) until the watchdog is parked again."""
+    await clock.advance(seconds)
+    for _ in range(200):
+        if clock.sleepers:
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("the watchdog never went back to sleep")
+
+
+async def _loop(dog: Watchdog, clock: ManualClock, body: Any) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(dog.run)
+        await step(clock, 0)
+        try:
+            await body()
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def test_a_forward_wall_step_does_not_cancel_a_run(sqlite_url: str) -> None:
+    """NTP steps the wall clock an hour ahead: the run's 10-minute deadline is elapsed time,
+    so it keeps running until 10 minutes have really passed."""
+    store = create_store(sqlite_url)
+    await store.create_schema()
+    clock = ManualClock(T0)
+    dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
+    cancelled: list[str] = []
+    watched = dog.watch("run", T0, T0 + timedelta(minutes=10), lambda: cancelled.append("run"))
+
+    async def body() -> None:
+        clock.set(T0 + timedelta(hours=1))  # the step
+        await step(clock, 1)
+        assert cancelled == [] and not watched.timed_out
+        await step(clock, 10 * 60 - 2)  # 9 min 59 s of elapsed time
+        assert cancelled == []
+        await step(clock, 1.5)
+        assert cancelled == ["run"] and watched.timed_out
+
+    try:
+        await _loop(dog, clock, body)
+    finally:
+        await store.dispose()
+
+
+async def test_a_backward_wall_step_does_not_extend_a_deadline(sqlite_url: str) -> None:
+    store = create_store(sqlite_url)
+    await store.create_schema()
+    clock = ManualClock(T0)
+    dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
+    cancelled: list[str] = []
+    dog.watch("run", T0, T0 + timedelta(seconds=30), lambda: cancelled.append("run"))
+
+    async def body() -> None:
+        await step(clock, 10)
+        clock.set(clock.now() - timedelta(hours=1))  # the step back
+        await step(clock, 19)
+        assert cancelled == []
+        await step(clock, 1.5)  # 30.5 s elapsed in all
+        assert cancelled == ["run"]
+
+    try:
+        await _loop(dog, clock, body)
+    finally:
+        await store.dispose()
+
+
+async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> None:
+    """A run is beaten once it has run one interval of elapsed time; a wall step neither
+    beats a fresh run early nor starves an old one."""
+    store = create_store(sqlite_url)
+    await store.create_schema()
+    clock = ManualClock(T0)
+    await store.insert_run(
+        RunRecord(
+            id="sr_beat",
+            name="job",
+            scheduled_at=T0,
+            status=RunStatus.RUNNING,
+            trigger=Trigger.SELF,
+            fired_at=T0,
+            replica_id="r1",
+        )
+    )
+    dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
+    dog.watch("sr_beat", T0, T0 + timedelta(hours=1), lambda: None)
+
+    async def beat_of() -> datetime | None:
+        run = await store.get_run("sr_beat")
+        assert run is not None
+        return run.heartbeat_at
+
+    async def body() -> None:
+        clock.set(T0 + timedelta(hours=2))  # wall jumps 2 h: 0 s of elapsed time
+        await step(clock, 1)
+        await anyio.sleep(0.05)  # the store write, if any, is real I/O
+        assert await beat_of() is None
+        await step(clock, 5)
+        for _ in range(100):
+            if await beat_of() is not None:
+                break
+            await anyio.sleep(0.02)
+        # stamped with the wall clock the replica shows (the ledger's time)
+        assert await beat_of() == T0 + timedelta(hours=2, seconds=6)
+
+    try:
+        await _loop(dog, clock, body)
+    finally:
+        await store.dispose()
+
+
+def test_manual_clock_monotonic_moves_with_advance_only() -> None:
+    clock = ManualClock(T0)
+    assert clock.monotonic() == 0.0
+    clock.set(T0 + timedelta(days=1))
+    assert clock.monotonic() == 0.0
+    anyio.run(clock.advance, 2.5)
+    assert clock.monotonic() == 2.5
+    with pytest.raises(ValueError, match="forward only"):
+        anyio.run(clock.advance, -1)
+    assert isinstance(SystemClock().monotonic(), float)
+    assert isinstance(clock, Clock) and isinstance(SystemClock(), Clock)

@@ -1,13 +1,14 @@
 """The ``voltro`` command line: one Typer app, one module per verb group.
 
 :mod:`.common` holds the apps and what every command shares; :mod:`.migrate`, :mod:`.serve`,
-:mod:`.backfill` and :mod:`.operate` register their commands on import. A new verb group is a
-new module here, imported below.
+:mod:`.backfill`, :mod:`.operate`, :mod:`.manifest` and :mod:`.audit` register their commands on
+import. A new verb group is a new module here, imported below.
 """
 
 from __future__ import annotations
 
-from . import backfill, manifest, migrate, operate, serve
+from . import audit, backfill, manifest, migrate, operate, serve
+from .audit import schedule_audit
 from .backfill import schedule_backfill
 from .common import (
     CliError,
@@ -24,6 +25,7 @@ __all__ = [
     "APP_SPEC_HELP",
     "CliError",
     "app",
+    "audit",
     "backfill",
     "dev_environment",
     "find_scheduling",
@@ -35,6 +37,7 @@ __all__ = [
     "operate",
     "resolve_database_url",
     "schedule_app",
+    "schedule_audit",
     "schedule_backfill",
     "serve",
     "serve_note",

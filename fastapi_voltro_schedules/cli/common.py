@@ -141,7 +141,7 @@ def _scrub(message: str, url: str) -> str:
 
 schedule_app = typer.Typer(
     name="schedule",
-    help="Operator verbs: list, runs, fire, next, pause, resume, backfill.",
+    help="Operator verbs: list, runs, fire, next, pause, resume, backfill, audit.",
     no_args_is_help=True,
 )
 app.add_typer(schedule_app, name="schedule")

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from ..enums import CoordinationOutcome, RunStatus, Trigger
@@ -332,10 +332,22 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
+    async def heartbeat(
+        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
+    ) -> int:
         """Set ``heartbeat_at = at`` on those of ``run_ids`` that are still ``running`` or
         ``queued`` and owned by ``replica_id``, in one statement; returns how many matched.
-        A row another replica adopted, or one already terminal, is left alone."""
+        A row another replica adopted, or one already terminal, is left alone.
+
+        ``at=None`` stamps the beat with the database's own clock (:meth:`database_now`), so
+        beats from every replica are on one clock, whatever each replica's wall clock says."""
+
+    @abc.abstractmethod
+    async def database_now(self) -> datetime:
+        """The database server's clock, aware UTC (microseconds where the server has them).
+
+        One clock for every replica: liveness judged against it cannot be broken by one
+        replica's wall-clock step. SQLite's is the local clock (its ledger is on one host)."""
 
     @abc.abstractmethod
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
@@ -366,6 +378,20 @@ class Store(abc.ABC):
         ``before_id`` also ``scheduled_at == before and id < before_id`` (a keyset cursor: pass
         the last row's ``scheduled_at`` and ``id``; no row is skipped or repeated when many
         share one instant)."""
+
+    @abc.abstractmethod
+    async def runs_between(
+        self,
+        after: datetime,
+        until: datetime,
+        limit: int = 1000,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        """Every schedule's runs with ``after < scheduled_at <= until``, oldest first (ties by
+        id), at most ``limit``; pass the last row's ``(scheduled_at, id)`` as ``cursor`` for
+        the next page. Keyset paging on both columns: rows sharing one ``scheduled_at`` (a
+        herd, a duplicate) are never split or skipped at a page boundary — what an audit of
+        the ledger needs. Read through ``ix_voltro_runs_scheduled``."""
 
     @abc.abstractmethod
     async def run_for_slot(
@@ -405,6 +431,19 @@ class Store(abc.ABC):
         in ``statuses`` on any replica, oldest ``scheduled_at`` first.
 
         Liveness (the heartbeat window) is the caller's judgement, not the store's."""
+
+    @abc.abstractmethod
+    async def silent_runs(
+        self,
+        names: Collection[str],
+        silent_for: timedelta,
+        statuses: Collection[RunStatus] = (RunStatus.RUNNING,),
+    ) -> list[RunRecord]:
+        """Rows of ``names`` in ``statuses`` whose newest sign of life (``heartbeat_at``,
+        ``fired_at``) is older than ``database_now() - silent_for``, or that have none —
+        the corpses, judged by the database's clock in one transaction, so no replica's wall
+        clock takes part. Oldest ``scheduled_at`` first. Pair it with heartbeats written with
+        ``at=None``: a beat stamped by a replica's own (stepped) clock is judged as stamped."""
 
     @abc.abstractmethod
     async def queued_runs(self, name: str) -> list[RunRecord]:

@@ -18,7 +18,7 @@ the engine still fails closed, and now an alert can say so.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ..clock import iso_z
@@ -309,12 +309,34 @@ class InstrumentedStore(Store):
                 continue
             self._recorded(recorded, duration=True)
 
-    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
-        try:
-            return await self.inner.heartbeat(run_ids, at, replica_id)
-        except StoreUnavailableError:
-            self._error("heartbeat")
-            raise
+    async def heartbeat(
+        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
+    ) -> int:
+        return await self._counted("heartbeat", self.inner.heartbeat(run_ids, at, replica_id))
+
+    async def database_now(self) -> datetime:
+        return await self._counted("database_now", self.inner.database_now())
+
+    async def runs_between(
+        self,
+        after: datetime,
+        until: datetime,
+        limit: int = 1000,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        return await self._counted(
+            "runs_between", self.inner.runs_between(after, until, limit, cursor)
+        )
+
+    async def silent_runs(
+        self,
+        names: Collection[str],
+        silent_for: timedelta,
+        statuses: Collection[RunStatus] = (RunStatus.RUNNING,),
+    ) -> list[RunRecord]:
+        return await self._counted(
+            "silent_runs", self.inner.silent_runs(names, silent_for, statuses)
+        )
 
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
         try:

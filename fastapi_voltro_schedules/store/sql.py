@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import re
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
@@ -171,6 +172,13 @@ class SQLStore(Store):
         sqlite_file = engine.dialect.name == "sqlite" and not self._memory
         self._write_turn: asyncio.Lock | None = asyncio.Lock() if sqlite_file else None
         self._driver_statements: dict[str, q.DriverStatement] = {}
+        # The SQLite file this store opened, and its identity once the first connection is
+        # up: see _check_file
+        self._sqlite_path: str | None = None
+        if sqlite_file and engine.url.database:
+            self._sqlite_path = os.path.abspath(engine.url.database)
+        self._sqlite_identity: tuple[int, int] | None = None
+        self._sqlite_lost: str | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -191,9 +199,47 @@ class SQLStore(Store):
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    def _check_file(self, op: str) -> None:
+        """Fail closed when the SQLite ledger file was deleted or replaced under us.
+
+        Unlinking the file does not stop SQLite: pooled connections keep writing to the
+        unlinked inode (every run recorded into a file nobody can open again), and each new
+        connection silently creates an empty file at the path. So before every statement the
+        path must still be the file the first connection opened (same device and inode; one
+        ``stat``, microseconds). Once lost, every call raises — routes answer 503 and the
+        engine fires nothing — until the app is restarted on a restored file.
+        """
+        path = self._sqlite_path
+        if path is None or self._sqlite_identity is None:
+            return  # not SQLite, or not opened yet: the first connection creates the file
+        if self._sqlite_lost is None:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                found = "the file is gone"
+            else:
+                if (st.st_dev, st.st_ino) == self._sqlite_identity:
+                    return
+                found = "another file is in its place"
+            self._sqlite_lost = (
+                f"the SQLite ledger {path} was deleted or replaced while the app was running "
+                f"({found}); nothing more is written, so no run is recorded into a file nobody "
+                f"can read. Stop the app, put the ledger file back at {path} (from a backup, or "
+                "run `voltro migrate` for an empty ledger), then start the app again"
+            )
+            logger.error("store: %s", self._sqlite_lost)
+        raise StoreUnavailableError(f"store {op}: {self._sqlite_lost}")
+
+    def _remember_file(self) -> None:
+        if self._sqlite_path is not None and self._sqlite_identity is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self._sqlite_path)
+                self._sqlite_identity = (st.st_dev, st.st_ino)
+
     @contextlib.asynccontextmanager
     async def _connection(self, op: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
         """A connection in a transaction (committed on success), driver errors translated."""
+        self._check_file(op)
         async with contextlib.AsyncExitStack() as stack:
             if self._turn is not None:
                 await stack.enter_async_context(self._turn)
@@ -204,7 +250,12 @@ class SQLStore(Store):
             engine = self._write_engine if write else self._engine
             try:
                 conn = await stack.enter_async_context(engine.begin())
+                self._remember_file()  # the first connection opened (or created) it
                 yield conn
+                if write:
+                    # unlinked while this transaction ran: roll it back rather than commit
+                    # into the lost file
+                    self._check_file(op)
             except exc.DBAPIError:
                 raise  # _attempt decides: retry or translate
             except (OSError, TimeoutError, exc.TimeoutError) as error:
@@ -480,11 +531,14 @@ class SQLStore(Store):
             "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
         )
 
-    async def heartbeat(self, run_ids: Sequence[str], at: datetime, replica_id: str) -> int:
-        _aware(at, "at")
+    async def heartbeat(
+        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
+    ) -> int:
+        if at is not None:
+            _aware(at, "at")
         if not run_ids:
             return 0
-        stmt = q.heartbeat_update(run_ids, at, replica_id)
+        stmt = q.heartbeat_update(run_ids, at, replica_id, self.engine.dialect.name)
 
         async def work(conn: AsyncConnection) -> int:
             return int((await conn.execute(stmt)).rowcount)
@@ -514,6 +568,20 @@ class SQLStore(Store):
         stmt = q.list_runs(name, limit, before, before_id, statuses)
         return await self._read_runs("list_runs", stmt)
 
+    async def runs_between(
+        self,
+        after: datetime,
+        until: datetime,
+        limit: int = 1000,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        _aware(after, "after")
+        _aware(until, "until")
+        if cursor is not None:
+            _aware(cursor[0], "cursor")
+        stmt = q.runs_between(after, until, limit, cursor)
+        return await self._read_runs("runs_between", stmt)
+
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
     ) -> RunRecord | None:
@@ -537,8 +605,22 @@ class SQLStore(Store):
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         if not names:
             return {}
-        rows = await self._read_runs("last_runs", q.last_runs(names))
-        return {r.name: r for r in rows}
+        dialect = self.engine.dialect.name
+        stmt = q.last_runs(dialect)
+        ordered = list(dict.fromkeys(names))
+        found: dict[str, RunRecord] = {}
+        # chunked: one statement per NAME_CHUNK names, so 10,000 schedules never make one
+        # unbounded parameter (or one statement a pool timeout could kill halfway)
+        for start in range(0, len(ordered), q.NAME_CHUNK):
+            params = q.last_runs_params(ordered[start : start + q.NAME_CHUNK], dialect)
+
+            async def work(conn: AsyncConnection, params: dict[str, Any] = params) -> None:
+                for row in await conn.execute(stmt, params):
+                    record = RunRecord.from_row(row._mapping)
+                    found[record.name] = record
+
+            await self._attempt("last_runs", work, write=False)
+        return found
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
@@ -550,6 +632,43 @@ class SQLStore(Store):
             stmt = q.runs_in_status(chunk, statuses, self.engine.dialect.name)
             found += await self._read_runs("live_runs", stmt)
         return found
+
+    async def database_now(self) -> datetime:
+        stmt = q.database_now(self.engine.dialect.name)
+
+        async def work(conn: AsyncConnection) -> datetime:
+            now: datetime = (await conn.execute(stmt)).scalar_one()
+            return now
+
+        return await self._attempt("database_now", work, write=False)
+
+    async def silent_runs(
+        self,
+        names: Collection[str],
+        silent_for: timedelta,
+        statuses: Collection[RunStatus] = (RunStatus.RUNNING,),
+    ) -> list[RunRecord]:
+        if silent_for < timedelta(0):
+            raise ValueError(f"silent_for={silent_for!r} is negative")
+        ordered = list(dict.fromkeys(names))
+        if not ordered:
+            return []
+        dialect = self.engine.dialect.name
+        clock = q.database_now(dialect)
+
+        async def work(conn: AsyncConnection) -> list[RunRecord]:
+            # the clock read and the rows in one transaction: on Postgres statement_timestamp()
+            # is per statement, so the cutoff is never older than the rows it judges
+            cutoff = (await conn.execute(clock)).scalar_one() - silent_for
+            found: list[RunRecord] = []
+            for start in range(0, len(ordered), q.NAME_CHUNK):
+                chunk = ordered[start : start + q.NAME_CHUNK]
+                result = await conn.execute(q.silent_runs(chunk, statuses, cutoff, dialect))
+                found += [RunRecord.from_row(row._mapping) for row in result]
+            found.sort(key=lambda r: (r.scheduled_at, r.id))
+            return found
+
+        return await self._attempt("silent_runs", work, write=False)
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
         return await self._read_runs("queued_runs", q.runs_in_status([name], [RunStatus.QUEUED]))

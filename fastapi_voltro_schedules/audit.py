@@ -1,0 +1,272 @@
+"""Auditing the ledger: did any slot run twice, is anything stuck, did a slot leave no trace?
+
+:func:`audit` is pure — rows and schedules in, findings out — and :func:`audit_ledger` feeds it
+from a store. ``voltro schedule audit`` (``cli/audit.py``) prints the same report; the chaos
+test calls :func:`audit_ledger` to prove its run clean.
+
+The three findings:
+
+- **duplicate** — one clock-driven slot (``self``/``external``, same name and
+  ``scheduled_at``) with two or more rows whose handler ran (``running``, ``succeeded``,
+  ``failed``). Not duplicates: the ``missed`` row plus the run of an external arrival the
+  missed policy recorded and then ran (only one of the two ran), ``skipped`` rows, and
+  ``manual`` runs (Run now, a range backfill), which may run any slot again on purpose.
+- **stuck** — a ``running``/``queued`` row silent for more than 3 heartbeats (no
+  ``heartbeat_at``/``fired_at`` newer than ``now − 3 × schedule_heartbeat_ms``): its replica
+  is gone and nobody marked it ``failed/abandoned`` yet.
+- **gap** — an occurrence of a ``self`` schedule in the range with no row at all (no run, no
+  ``skipped``, no ``missed``). Judged only from the schedule's first row in the ledger (before
+  it, the schedule did not exist or the app was not deployed) and only for occurrences older
+  than 3 heartbeats (a slot due just now may not have its row yet). Needs the schedules: an
+  audit from a bare database URL reports duplicates and stuck rows only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from .clock import iso_z
+from .definition import Schedule
+from .enums import RunStatus
+from .planning import DEAD_AFTER_BEATS, is_live
+from .store.base import CLOCK_TRIGGERS, LIVE_STATUSES, RunRecord, Store
+
+RAN_STATUSES: frozenset[RunStatus] = frozenset(
+    {RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED}
+)
+"""Statuses of a row whose handler started: two of them on one slot are a duplicate."""
+MAX_OCCURRENCES = 1_000_000
+"""Occurrences one schedule may have in an audited range (an every-second schedule: 11 days)."""
+PAGE = 5000
+"""Rows per ledger read."""
+
+
+class FindingKind(StrEnum):
+    DUPLICATE = "duplicate"
+    STUCK = "stuck"
+    GAP = "gap"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem in the ledger."""
+
+    kind: FindingKind
+    name: str
+    scheduled_at: datetime
+    run_ids: tuple[str, ...] = ()
+    """The rows concerned (none for a gap)."""
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "name": self.name,
+            "scheduledAt": iso_z(self.scheduled_at),
+            "runIds": list(self.run_ids),
+            "detail": self.detail,
+        }
+
+    def line(self) -> str:
+        ids = f"  runIds={','.join(self.run_ids)}" if self.run_ids else ""
+        return f"{self.kind.value:<9} {self.name}  {iso_z(self.scheduled_at)}{ids}  {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """What :func:`audit` found in ``(start, end]``."""
+
+    start: datetime
+    end: datetime
+    now: datetime
+    rows: int
+    """Rows read from the ledger."""
+    gap_checked: tuple[str, ...]
+    """The ``self`` schedules whose occurrences were checked for gaps."""
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def of(self, kind: FindingKind) -> list[Finding]:
+        return [f for f in self.findings if f.kind is kind]
+
+    @property
+    def duplicates(self) -> list[Finding]:
+        return self.of(FindingKind.DUPLICATE)
+
+    @property
+    def stuck(self) -> list[Finding]:
+        return self.of(FindingKind.STUCK)
+
+    @property
+    def gaps(self) -> list[Finding]:
+        return self.of(FindingKind.GAP)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": iso_z(self.start),
+            "to": iso_z(self.end),
+            "now": iso_z(self.now),
+            "rows": self.rows,
+            "gapChecked": list(self.gap_checked),
+            "clean": self.clean,
+            "counts": {kind.value: len(self.of(kind)) for kind in FindingKind},
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+    def text(self) -> str:
+        counts = ", ".join(f"{len(self.of(k))} {k.value}" for k in FindingKind)
+        head = (
+            f"ledger audit ({iso_z(self.start)}, {iso_z(self.end)}]: {self.rows} rows, "
+            f"gaps checked for {len(self.gap_checked)} self schedule(s): "
+            f"{'clean' if self.clean else counts}"
+        )
+        return "\n".join([head, *(f.line() for f in self.findings)])
+
+
+def audit(
+    rows: Iterable[RunRecord],
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    heartbeat_ms: int,
+    self_schedules: Sequence[Schedule] = (),
+    first_seen: Mapping[str, datetime] | None = None,
+) -> AuditReport:
+    """The findings in ``rows`` (the ledger's rows with ``start < scheduled_at <= end``).
+
+    ``self_schedules`` are checked for gaps, each from ``first_seen[name]`` (its first row in
+    the whole ledger; a schedule without one is not gap-checked) or ``start``, whichever is
+    later, up to ``min(end, now − 3 heartbeats)``. ``now`` is the ledger's clock (the
+    database's, in :func:`audit_ledger`). Pure.
+    """
+    if start >= end:
+        raise ValueError(f"audit: from ({iso_z(start)}) must be before to ({iso_z(end)})")
+    first_seen = first_seen or {}
+    silence = timedelta(milliseconds=DEAD_AFTER_BEATS * heartbeat_ms)
+    slots: dict[tuple[str, datetime], list[RunRecord]] = defaultdict(list)
+    findings: list[Finding] = []
+    count = 0
+    for row in rows:
+        count += 1
+        slots[(row.name, row.scheduled_at)].append(row)
+        if row.status in LIVE_STATUSES and not is_live(
+            row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms
+        ):
+            seen = max((t for t in (row.heartbeat_at, row.fired_at) if t is not None), default=None)
+            last = "no sign of life at all" if seen is None else f"last seen {iso_z(seen)}"
+            findings.append(
+                Finding(
+                    FindingKind.STUCK,
+                    row.name,
+                    row.scheduled_at,
+                    (row.id,),
+                    f"{row.status.value} on replica {row.replica_id or '?'}, {last} "
+                    f"(silent for more than {DEAD_AFTER_BEATS} heartbeats)",
+                )
+            )
+    for (name, at), group in slots.items():
+        ran = [r for r in group if r.trigger in CLOCK_TRIGGERS and r.status in RAN_STATUSES]
+        if len(ran) > 1:
+            ran.sort(key=lambda r: r.id)
+            what = ", ".join(f"{r.status.value}@{r.replica_id or '?'}" for r in ran)
+            findings.append(
+                Finding(
+                    FindingKind.DUPLICATE,
+                    name,
+                    at,
+                    tuple(r.id for r in ran),
+                    f"one slot ran {len(ran)} times: {what}",
+                )
+            )
+    horizon: datetime = min(end, now - silence)
+    checked: list[str] = []
+    for schedule in self_schedules:
+        first = first_seen.get(schedule.name)
+        if first is None:
+            continue
+        checked.append(schedule.name)
+        # the first row itself is at `first`: occurrences from it on are judged
+        begin = max(start, first - timedelta(microseconds=1))
+        if begin >= horizon:
+            continue
+        occurrences = schedule.occurrences(begin, horizon, limit=MAX_OCCURRENCES + 1)
+        if len(occurrences) > MAX_OCCURRENCES:
+            raise ValueError(
+                f"audit: {schedule.name!r} has more than {MAX_OCCURRENCES:,} occurrences in "
+                "the range — audit a shorter one (--from/--to)"
+            )
+        for at in occurrences:
+            if (schedule.name, at) not in slots:
+                findings.append(
+                    Finding(FindingKind.GAP, schedule.name, at, (), "no row for this occurrence")
+                )
+    findings.sort(key=lambda f: (f.scheduled_at, f.name, f.kind.value))
+    return AuditReport(start, end, now, count, tuple(checked), tuple(findings))
+
+
+async def audit_ledger(
+    store: Store,
+    schedules: Sequence[Schedule],
+    start: datetime,
+    end: datetime,
+    *,
+    heartbeat_ms: int = 30_000,
+    now: datetime | None = None,
+) -> AuditReport:
+    """Read ``(start, end]`` of the ledger and :func:`audit` it.
+
+    ``schedules`` are the ``self`` schedules to check for gaps (pass
+    ``[s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.SELF]``, or
+    none); ``heartbeat_ms`` is the app's ``schedule_heartbeat_ms``. ``now`` defaults to the
+    database's clock. Raises ``StoreUnavailableError`` when the ledger cannot be read.
+    """
+    if start >= end:
+        raise ValueError(f"audit: from ({iso_z(start)}) must be before to ({iso_z(end)})")
+    when = now if now is not None else await store.database_now()
+    rows: list[RunRecord] = []
+    cursor: tuple[datetime, str] | None = None
+    while True:
+        page = await store.runs_between(start, end, limit=PAGE, cursor=cursor)
+        rows += page
+        if len(page) < PAGE:
+            break
+        cursor = (page[-1].scheduled_at, page[-1].id)
+    first_inside: dict[str, datetime] = {}
+    for row in rows:  # oldest first: the first row of a name is its earliest
+        first_inside.setdefault(row.name, row.scheduled_at)
+    first_seen: dict[str, datetime] = {}
+    for schedule in schedules:
+        # a row at or before `start` means the schedule was live before the range: judge
+        # from `start`; else from its first row inside the range (if any)
+        before = await store.list_runs(schedule.name, limit=1, before=start + _EPSILON)
+        if before:
+            first_seen[schedule.name] = before[0].scheduled_at
+            continue
+        if schedule.name in first_inside:
+            first_seen[schedule.name] = first_inside[schedule.name]
+    return audit(
+        rows,
+        start=start,
+        end=end,
+        now=when,
+        heartbeat_ms=heartbeat_ms,
+        self_schedules=schedules,
+        first_seen=first_seen,
+    )
+
+
+_EPSILON = timedelta(microseconds=1)
+
+
+def report_json(report: AuditReport) -> str:
+    return json.dumps(report.to_json(), indent=2)
