@@ -69,6 +69,9 @@ LEDGER_TABLES = (
     ALEMBIC_VERSION_TABLE,
 )
 TEST_TABLE_PREFIX = "voltro_test_"
+EXAMPLE_TABLES = ("example_digests",)
+"""The example app's own tables (example_app/db.py): tests that run the example on a server
+database leave them behind, and a user-autogenerate test would then see a table to drop."""
 
 _T = TypeVar("_T")
 
@@ -114,7 +117,11 @@ async def reset_database(url: str) -> None:
     try:
         async with engine.begin() as conn:
             names = await conn.run_sync(lambda c: inspect(c).get_table_names())
-            doomed = [n for n in names if n in LEDGER_TABLES or n.startswith(TEST_TABLE_PREFIX)]
+            doomed = [
+                n
+                for n in names
+                if n in LEDGER_TABLES or n in EXAMPLE_TABLES or n.startswith(TEST_TABLE_PREFIX)
+            ]
             quote = conn.dialect.identifier_preparer.quote
             for name in doomed:
                 await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}")

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from test_cron_property import MONTHS, _field
 
 from fastapi_voltro_schedules.cron import CronSpec
+from fastapi_voltro_schedules.errors import InvalidCronError
 
 LIMIT = 300
 NO_DST_ZONES = ["UTC", "Asia/Kolkata", "America/Sao_Paulo"]
@@ -50,6 +51,10 @@ def agreeing_cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
     dom = draw(_field(1, 31, [1, 15, 28, 29, 30, 31], star_weight=6))
     mon = draw(_field(1, 12, [1, 2, 6, 12], star_weight=7, names=MONTHS))
     dow = draw(_field(0, 6, [0, 1, 5, 6], star_weight=6))
+    if "/" in dow and not dow.startswith("*"):
+        # `N/step` in day-of-week: Vixie steps through N-7, so 1/3 is 1,4,7 and 7 is Sunday;
+        # croniter stops at 6. Not where their semantics agree.
+        dow = dow.split("/")[0]
     if dom != "*" and dow != "*":
         if draw(st.booleans()):
             dom = "*"
@@ -81,7 +86,14 @@ def test_occurrences_match_croniter_where_it_agrees(
     expr, tz, start, end = case
     if not croniter.is_valid(expr):
         return  # what croniter refuses is compared with cronsim's refusals instead
-    ours = CronSpec.parse(expr, tz).occurrences(start, end, limit=LIMIT)
+    try:
+        spec = CronSpec.parse(expr, tz)
+    except InvalidCronError as exc:
+        # We refuse, on purpose, a day that never occurs ("* * 30 2 *"); croniter would search
+        # for it forever. Only that refusal is allowed here.
+        assert "never" in str(exc), (expr, exc)
+        return
+    ours = spec.occurrences(start, end, limit=LIMIT)
     assert ours == _croniter(expr, ZoneInfo(tz), start, end), expr
 
 

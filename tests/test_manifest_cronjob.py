@@ -150,15 +150,21 @@ def test_a_failed_run_exits_non_zero(server: Server, cronjobs: dict[str, dict[st
 def test_a_late_pod_records_the_stated_slot(
     server: Server, cronjobs: dict[str, dict[str, Any]]
 ) -> None:
-    """The pod starts 40 minutes late — far past the 5-minute skew budget: the Job's name
-    still says 11:00, so the run is 11:00's."""
+    """The pod starts late — inside the skew budget, as startingDeadlineSeconds keeps it: the
+    Job's name says 11:00, so the run is 11:00's. Past the budget the app refuses the stated
+    slot (409 too_late: a replay must never run an old slot) and the Job fails, loudly."""
     cj = cronjobs["hourly"]
-    set_clock(server, "2026-03-10T11:40:00+00:00")
+    set_clock(server, "2026-03-10T11:04:50+00:00")
     done = run_pod(cj, job_name(cj, "2026-03-10T11:00:00+00:00"))
     assert done.returncode == 0, (done.stdout, done.stderr)
     slots = [r["scheduledAt"] for r in runs(server, "hourly")]
     assert "2026-03-10T11:00:00.000Z" in slots
-    assert not any(s.startswith("2026-03-10T11:40") for s in slots)
+    assert not any(s.startswith("2026-03-10T11:04") for s in slots)
+    set_clock(server, "2026-03-10T12:40:00+00:00")
+    stale = run_pod(cj, job_name(cj, "2026-03-10T12:00:00+00:00"))
+    assert stale.returncode != 0
+    assert "too_late" in stale.stdout + stale.stderr
+    assert "2026-03-10T12:00:00.000Z" not in [r["scheduledAt"] for r in runs(server, "hourly")]
 
 
 def test_a_hand_made_job_is_snapped_or_told_to_use_schedule_fire(
