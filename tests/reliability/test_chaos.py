@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -36,9 +38,11 @@ from support.cluster import (
     utcnow,
     uvicorn_cluster,
 )
+from support.servers import REPO
 from support.tcp_proxy import TcpProxy
 
 from fastapi_voltro_schedules import RunStatus, Trigger
+from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -172,6 +176,7 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
         time.sleep(SETTLE_SECONDS)
         rows = fetch_runs(postgres_url)
         markers = read_markers(cluster.markers)
+        app_env = cluster.env(0)
         logs = "\n".join(p.read_text() for p in tmp_path.glob("gen*/r*.log"))
     window = [s for s in seconds_between(start, end) if s < end - timedelta(seconds=1)]
 
@@ -225,6 +230,16 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
         f", claims released {logs.count('released the claim of an unrecorded')}"
         f", outcomes retried {logs.count('could not record the outcome — retrying')}"
     )
+    # -- the operator's proof: `voltro schedule audit` over the same window agrees ----------
+    audited = subprocess.run(
+        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
+         "--app", "apps.cluster_app:app", "--from", iso_z(start),
+         "--to", iso_z(end - timedelta(seconds=1))],
+        cwd=REPO / "tests", env={**os.environ, **app_env, "VOLTRO_DATABASE_URL": postgres_url},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    print(f"  voltro schedule audit: exit {audited.returncode}: {audited.stdout.strip()[:300]}")
+    assert audited.returncode == 0, audited.stdout + audited.stderr
     assert sum(faults.values()) >= max(3, int(CHAOS_SECONDS / 6)), faults
     assert not ran_twice, ran_twice
     assert not twice_in_ledger, twice_in_ledger
