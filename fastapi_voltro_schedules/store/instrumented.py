@@ -132,52 +132,31 @@ class InstrumentedStore(Store):
         return self.inner.supports_multi_instance
 
     async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
-        try:
-            return await self.inner.claim(key, replica_id, claimed_at)
-        except StoreUnavailableError:
-            self._error("claim")
-            raise
+        return await self._counted("claim", self.inner.claim(key, replica_id, claimed_at))
 
     async def claim_many(
         self, keys: Sequence[str], replica_id: str, claimed_at: datetime
     ) -> set[str]:
-        try:
-            return await self.inner.claim_many(keys, replica_id, claimed_at)
-        except StoreUnavailableError:
-            self._error("claim_many")
-            raise
+        return await self._counted(
+            "claim_many", self.inner.claim_many(keys, replica_id, claimed_at)
+        )
 
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
-        try:
-            return await self.inner.prune_claims(older_than, limit)
-        except StoreUnavailableError:
-            self._error("prune_claims")
-            raise
+        return await self._counted("prune_claims", self.inner.prune_claims(older_than, limit))
 
     async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
-        try:
-            return await self.inner.claim_holder(key)
-        except StoreUnavailableError:
-            self._error("claim_holder")
-            raise
+        return await self._counted("claim_holder", self.inner.claim_holder(key))
 
     async def touch_claim(self, key: str, replica_id: str, at: datetime) -> bool:
-        try:
-            return await self.inner.touch_claim(key, replica_id, at)
-        except StoreUnavailableError:
-            self._error("touch_claim")
-            raise
+        return await self._counted("touch_claim", self.inner.touch_claim(key, replica_id, at))
 
     async def release_claim(
         self, key: str, *, replica_id: str | None = None, claimed_at: datetime | None = None
     ) -> bool:
-        try:
-            return await self.inner.release_claim(
-                key, replica_id=replica_id, claimed_at=claimed_at
-            )
-        except StoreUnavailableError:
-            self._error("release_claim")
-            raise
+        return await self._counted(
+            "release_claim",
+            self.inner.release_claim(key, replica_id=replica_id, claimed_at=claimed_at),
+        )
 
     # -- runs: writes ------------------------------------------------------------------------
 
@@ -273,11 +252,7 @@ class InstrumentedStore(Store):
         return await self._counted("pauses", self.inner.pauses())
 
     async def queued_names(self) -> dict[str, list[RunRecord]]:
-        try:
-            return await self.inner.queued_names()
-        except StoreUnavailableError:
-            self._error("queued_names")
-            raise
+        return await self._counted("queued_names", self.inner.queued_names())
 
     async def notify_changed(self, names: Collection[str]) -> None:
         try:
@@ -309,9 +284,7 @@ class InstrumentedStore(Store):
                 continue
             self._recorded(recorded, duration=True)
 
-    async def heartbeat(
-        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
-    ) -> int:
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         return await self._counted("heartbeat", self.inner.heartbeat(run_ids, at, replica_id))
 
     async def database_now(self) -> datetime:
@@ -339,20 +312,12 @@ class InstrumentedStore(Store):
         )
 
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
-        try:
-            return await self.inner.sweep_runs(finished_before, limit)
-        except StoreUnavailableError:
-            self._error("sweep_runs")
-            raise
+        return await self._counted("sweep_runs", self.inner.sweep_runs(finished_before, limit))
 
     # -- runs: reads -------------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        try:
-            return await self.inner.get_run(run_id)
-        except StoreUnavailableError:
-            self._error("get_run")
-            raise
+        return await self._counted("get_run", self.inner.get_run(run_id))
 
     async def list_runs(
         self,
@@ -363,61 +328,36 @@ class InstrumentedStore(Store):
         before_id: str | None = None,
         statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
-        try:
-            return await self.inner.list_runs(
-                name, limit, before, before_id=before_id, statuses=statuses
-            )
-        except StoreUnavailableError:
-            self._error("list_runs")
-            raise
+        return await self._counted(
+            "list_runs",
+            self.inner.list_runs(name, limit, before, before_id=before_id, statuses=statuses),
+        )
 
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
     ) -> RunRecord | None:
-        try:
-            return await self.inner.run_for_slot(name, scheduled_at, trigger)
-        except StoreUnavailableError:
-            self._error("run_for_slot")
-            raise
+        return await self._counted(
+            "run_for_slot", self.inner.run_for_slot(name, scheduled_at, trigger)
+        )
 
-    async def succeeded_slots(
-        self, name: str, after: datetime, until: datetime
-    ) -> set[datetime]:
-        try:
-            return await self.inner.succeeded_slots(name, after, until)
-        except StoreUnavailableError:
-            self._error("succeeded_slots")
-            raise
+    async def succeeded_slots(self, name: str, after: datetime, until: datetime) -> set[datetime]:
+        return await self._counted(
+            "succeeded_slots", self.inner.succeeded_slots(name, after, until)
+        )
 
     async def last_run(self, name: str) -> RunRecord | None:
-        try:
-            return await self.inner.last_run(name)
-        except StoreUnavailableError:
-            self._error("last_run")
-            raise
+        return await self._counted("last_run", self.inner.last_run(name))
 
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        try:
-            return await self.inner.last_runs(names)
-        except StoreUnavailableError:
-            self._error("last_runs")
-            raise
+        return await self._counted("last_runs", self.inner.last_runs(names))
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:
-        try:
-            return await self.inner.live_runs(name, statuses)
-        except StoreUnavailableError:
-            self._error("live_runs")
-            raise
+        return await self._counted("live_runs", self.inner.live_runs(name, statuses))
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
-        try:
-            return await self.inner.queued_runs(name)
-        except StoreUnavailableError:
-            self._error("queued_runs")
-            raise
+        return await self._counted("queued_runs", self.inner.queued_runs(name))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
