@@ -480,6 +480,8 @@ class Scheduling:
         for schedule in self.schedules:
             if self.trigger_of(schedule) is TriggerMode.SELF:
                 next_firing = iso_z(schedule.next_occurrence(now))
+            elif schedule.fallback is not None:
+                next_firing = "on trigger (else in-app fallback)"
             else:
                 next_firing = "on trigger"
             logger.info(
