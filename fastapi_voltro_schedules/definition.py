@@ -70,6 +70,9 @@ class Schedule:
     """The module that defined it (for error messages)."""
     jitter_ms: int = 0
     """Spread a herd's start: each slot fires up to this many ms after its cron instant."""
+    fallback: TriggerMode | None = None
+    """``self`` on an ``external`` schedule: the app fires a slot itself when the platform has
+    not triggered it by the close of its arrival window (see ``external_missed.py``)."""
 
     @property
     def has_seconds(self) -> bool:
@@ -296,6 +299,26 @@ def _validate_jitter(name: object, jitter_ms: object, spec: CronSpec) -> int:
     return jitter_ms
 
 
+def _validate_fallback(
+    name: object, fallback: object, trigger: TriggerMode | None
+) -> TriggerMode | None:
+    if fallback is None:
+        return None
+    if not isinstance(fallback, str) or fallback != TriggerMode.SELF.value:
+        raise ScheduleDefinitionError(
+            f'{_prefix(name)}: fallback={fallback!r} is not a fallback — pass fallback="self" '
+            "(the in-app timer fires a slot the platform did not trigger in time) or None"
+        )
+    if trigger is TriggerMode.SELF:
+        raise ScheduleDefinitionError(
+            f'{_prefix(name)}: fallback="self" needs trigger="external" — a trigger="self" '
+            "schedule is already fired by the in-app timer; drop fallback= or set "
+            'trigger="external"'
+        )
+    # trigger=None inherits the app default: Scheduling.validate checks it at boot.
+    return TriggerMode.SELF
+
+
 def _caller_module() -> str | None:
     frame = sys._getframe(2)
     return frame.f_globals.get("__name__") if frame is not None else None
@@ -314,6 +337,7 @@ def define_schedule(
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
     jitter_ms: int = 0,
+    fallback: TriggerMode | str | None = None,
 ) -> Schedule: ...
 
 
@@ -330,6 +354,7 @@ def define_schedule(
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
     jitter_ms: int = 0,
+    fallback: TriggerMode | str | None = None,
 ) -> Schedule: ...
 
 
@@ -345,6 +370,7 @@ def define_schedule(
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
     jitter_ms: int = 0,
+    fallback: TriggerMode | str | None = None,
 ) -> Callable[[Handler], Schedule]: ...
 
 
@@ -361,6 +387,7 @@ def define_schedule(
     max_runtime_ms: int = DEFAULT_MAX_RUNTIME_MS,
     description: str | None = None,
     jitter_ms: int = 0,
+    fallback: TriggerMode | str | None = None,
 ) -> Schedule | Callable[[Handler], Schedule]:
     """Define a schedule; every argument is validated now.
 
@@ -384,6 +411,7 @@ def define_schedule(
         description=description,
     )
     fields["jitter_ms"] = _validate_jitter(name, jitter_ms, fields["spec"])
+    fields["fallback"] = _validate_fallback(name, fallback, fields["trigger"])
     module = _caller_module()
     if handler is not None or workflow is not None:
         return Schedule(handler=handler, module=module, **fields)

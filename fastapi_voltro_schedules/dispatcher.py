@@ -104,7 +104,13 @@ class Dispatcher:
     # -- the entries ----------------------------------------------------------------------
 
     async def admit(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, run_id: str | None = None
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        run_id: str | None = None,
+        *,
+        fallback: bool = False,
     ) -> Admission:
         """Admission only (the row is written; nothing is started): :meth:`carry` runs it.
 
@@ -119,22 +125,25 @@ class Dispatcher:
                 f'the scheduler is shutting down — "{schedule.name}" was not fired and nothing '
                 "was recorded; retry (another replica, or this one once it is back)"
             )
-        return await self.admitter.admit(schedule, slot, trigger, run_id)
+        return await self.admitter.admit(schedule, slot, trigger, run_id, fallback=fallback)
 
     async def fire(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> RunStatus | None:
         """Fire one slot and wait for its outcome; ``None`` if it did not run."""
         return await self.carry(schedule, await self.admit(schedule, slot, trigger))
 
-    async def submit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Firing:
+    async def submit(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, *, fallback: bool = False
+    ) -> Firing:
         """Fire one slot; return as soon as its row exists (``running``, ``queued`` or
-        ``skipped``). The run, or its wait in line, continues in the background."""
+        ``skipped``). The run, or its wait in line, continues in the background.
+        ``fallback``: see :meth:`Admitter.admit`."""
         if self._runs is None and not self.closing:
             # No task group to run it in (armed=False, or stopped): a row written now would
             # never get its handler.
             raise SchedulerShuttingDownError(
                 f'the scheduler runs no background firings now — "{schedule.name}" was not fired'
             )
-        firing = Firing(await self.admit(schedule, slot, trigger))
+        firing = Firing(await self.admit(schedule, slot, trigger, fallback=fallback))
         if firing.admission.verdict in (Verdict.RUN, Verdict.QUEUED):
             self.spawn(self._carry_into, schedule, firing)
         else:

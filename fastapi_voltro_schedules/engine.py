@@ -239,9 +239,11 @@ class Engine:
         """Admission only (see :meth:`Dispatcher.admit`)."""
         return await self.dispatcher.admit(schedule, slot, trigger)
 
-    async def submit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Firing:
+    async def submit(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, *, fallback: bool = False
+    ) -> Firing:
         """See :meth:`Dispatcher.submit`."""
-        return await self.dispatcher.submit(schedule, slot, trigger)
+        return await self.dispatcher.submit(schedule, slot, trigger, fallback=fallback)
 
     async def fire_now(self, schedule: Schedule) -> RunRecord:
         return await self.dispatcher.fire_now(schedule)

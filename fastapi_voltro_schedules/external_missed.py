@@ -24,6 +24,16 @@ the first check runs at boot.
 this process's boot when the schedule has none; from there every closed occurrence is checked
 once per process, the walk capped at the newest 1000 like a backfill.
 
+**The in-app fallback** (``define_schedule(..., trigger="external", fallback="self")``). For
+such a schedule the watcher is its timer: where it would record an occurrence ``missed``, it
+fires it instead, ``trigger="self"``, through the dispatcher (overlap rules apply), claimed as an
+arrival is — so the row says ``coordination_outcome="external"`` (the arrival's claim elected
+it) — and logs a WARNING saying the platform was late, counted in
+``voltro_schedule_external_fallback_total{name}``. Slots found closed at once follow the
+schedule's ``backfill`` policy as the timer's would (downtime before this process's boot: boot
+catch-up; after it: falling behind); those not run are recorded ``missed``. The missed policy
+does not apply to these schedules (``off`` does not stop the fallback either).
+
 **Once across replicas.** Each occurrence is *claimed* (``<name>@<second>`` in
 ``_voltro_schedule_claims``) before it is recorded, whatever the coordination: an occurrence
 that any arrival already claimed is not missed, and of several replicas' watchers exactly one
@@ -48,7 +58,7 @@ from .external import closes_at
 from .ledger import new_row, record_missed_slots
 from .logs import logger
 from .metrics import SchedulerMetrics, default_metrics
-from .planning import passed_slots
+from .planning import passed_slots, plan_boot_backfill, plan_fall_behind
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -61,7 +71,9 @@ if TYPE_CHECKING:
 
 
 class _Submitter(Protocol):
-    async def submit(self, schedule: Schedule, slot: datetime, trigger: TriggerT) -> Firing: ...
+    async def submit(
+        self, schedule: Schedule, slot: datetime, trigger: TriggerT, *, fallback: bool = False
+    ) -> Firing: ...
 
 
 class Scheduling(Protocol):
@@ -98,14 +110,15 @@ async def watch_external_missed(
 ) -> None:
     """Run the external missed policy of ``scheduling`` until cancelled.
 
-    Returns at once when the policy is ``off`` or no schedule is external. Started by
-    :meth:`Scheduling.run` next to the engine; the engine must be built first.
+    Returns at once when no schedule is external, or the policy is ``off`` and none has a
+    fallback. Started by :meth:`Scheduling.run` next to the engine; the engine must be built
+    first.
     """
-    if scheduling.config.external_missed_policy is ExternalMissedPolicy.OFF:
-        return
     schedules = [
         s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.EXTERNAL
     ]
+    if scheduling.config.external_missed_policy is ExternalMissedPolicy.OFF:
+        schedules = [s for s in schedules if s.fallback is not None]
     if not schedules:
         return
     watcher = ExternalMissedWatcher(scheduling, schedules, metrics or default_metrics())
@@ -224,6 +237,9 @@ class ExternalMissedWatcher:
     async def reconcile(self, schedule: Schedule, slots: list[datetime]) -> None:
         """Record (and under ``record-and-run`` run) the occurrences of ``slots`` nobody
         claimed. Raises ``StoreUnavailableError``; claims already won stay won."""
+        if schedule.fallback is not None:
+            await self._fall_back(schedule, slots)
+            return
         if self.policy is ExternalMissedPolicy.RECORD_AND_RUN:
             recorded = await self._record_and_run(schedule, slots)
         else:
@@ -287,3 +303,58 @@ class ExternalMissedWatcher:
             )
             recorded.append(slot)
         return recorded
+
+    async def _fall_back(self, schedule: Schedule, slots: list[datetime]) -> None:
+        """Fire (as ``trigger="self"``) the occurrences of ``slots`` no arrival claimed, per
+        the schedule's backfill policy; record the rest ``missed``."""
+        engine, store = self.scheduling.engine, self.scheduling.store
+        if engine is None or store is None:
+            raise StoreUnavailableError("the scheduler is not running")
+        down = [slot for slot in slots if slot <= self.boot]
+        live = [slot for slot in slots if slot > self.boot]
+        before, behind = plan_boot_backfill(down, schedule.backfill), plan_fall_behind(
+            live, schedule.backfill
+        )
+        # one ordered pass: the older slots first, each after the ones before it
+        plan = [(slot, False) for slot in before.missed] + [(slot, True) for slot in before.fire]
+        plan += [(slot, False) for slot in behind.missed] + [(slot, True) for slot in behind.fire]
+        missed: list[datetime] = []
+        try:
+            for slot, fire in sorted(plan):
+                if fire:
+                    await self._fire_fallback(engine, schedule, slot)
+                else:
+                    # claimed too: a slot an arrival already has is left alone
+                    missed += await self._record(schedule, [slot])
+        finally:
+            if missed:
+                self.metrics.external_missed.labels(name=schedule.name).inc(len(missed))
+                logger.warning(
+                    "schedule: external trigger never arrived — recorded missed  name=%s "
+                    "slots=%d first=%s last=%s fallback=self backfill=%s",
+                    schedule.name,
+                    len(missed),
+                    iso_z(missed[0]),
+                    iso_z(missed[-1]),
+                    schedule.backfill.value,
+                )
+
+    async def _fire_fallback(self, engine: _Submitter, schedule: Schedule, slot: datetime) -> None:
+        # Claimed as an arrival is (whatever the coordination): a late arrival for this slot
+        # is then answered duplicate, and of several replicas exactly one fires it.
+        firing = await engine.submit(schedule, slot, Trigger.SELF, fallback=True)
+        verdict = firing.admission.verdict
+        if verdict is Verdict.LOST or verdict is Verdict.PAUSED:
+            return  # an arrival or another replica has it, or an operator paused it
+        if verdict is Verdict.UNAVAILABLE:
+            raise StoreUnavailableError(f"could not admit the fallback of {iso_z(slot)}")
+        self.metrics.external_fallback.labels(name=schedule.name).inc()
+        logger.warning(
+            "schedule: platform trigger late — fired by the in-app fallback  name=%s slot=%s "
+            "lateByMs=%d skewBudgetMs=%d verdict=%s",
+            schedule.name,
+            iso_z(slot),
+            int((self.clock.now() - slot).total_seconds() * 1000),
+            self.skew_ms,
+            verdict.value,
+        )

@@ -96,6 +96,14 @@ class SchedulerMetrics:
             registry=registry,
         )
         """``voltro_schedule_external_missed_total{name}``."""
+        self.external_fallback = Counter(
+            "voltro_schedule_external_fallback",
+            "Occurrences of external schedules with fallback=\"self\" that the platform did not "
+            "trigger in time, fired by the app itself (counted by the replica that fired them).",
+            ["name"],
+            registry=registry,
+        )
+        """``voltro_schedule_external_fallback_total{name}``."""
         self.runs = Counter(
             "voltro_schedule_runs",
             "Recorded run outcomes (succeeded, failed, skipped, missed…), counted by the "

@@ -145,6 +145,14 @@ class Scheduling:
                     "from VOLTRO_TRIGGER — platform schedulers are minute-granular; set "
                     'trigger="self" on the schedule or use a five-field cron'
                 )
+            if schedule.fallback is not None and self.trigger_of(schedule) is TriggerMode.SELF:
+                raise ConfigurationError(
+                    f'schedule "{schedule.name}" (module {schedule.module}) sets '
+                    f'fallback="{schedule.fallback.value}" but inherits trigger="self" from '
+                    "VOLTRO_TRIGGER — a fallback backs up a platform scheduler, and this "
+                    'schedule has none; set trigger="external" on the schedule (or '
+                    "VOLTRO_TRIGGER=external), or drop fallback="
+                )
             if schedule.workflow is not None and self.workflows is None:
                 raise ConfigurationError(
                     f'schedule "{schedule.name}" (module {schedule.module}) targets workflow '
@@ -472,6 +480,8 @@ class Scheduling:
         for schedule in self.schedules:
             if self.trigger_of(schedule) is TriggerMode.SELF:
                 next_firing = iso_z(schedule.next_occurrence(now))
+            elif schedule.fallback is not None:
+                next_firing = "on trigger (else in-app fallback)"
             else:
                 next_firing = "on trigger"
             logger.info(

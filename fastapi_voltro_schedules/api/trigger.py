@@ -251,12 +251,18 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
     store = scheduling.store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    schedule = scheduling.get(name)
+    # A slot the in-app fallback fired holds a trigger="self" row under the same claim.
+    triggers: tuple[Trigger, ...] = (Trigger.EXTERNAL,)
+    if schedule is not None and schedule.fallback is not None:
+        triggers = (Trigger.EXTERNAL, Trigger.SELF)
     polls = 0
     with anyio.move_on_after(DUPLICATE_WAIT_SECONDS):
         while True:
-            run = await store.run_for_slot(name, slot, Trigger.EXTERNAL)
-            if run is not None:
-                return run
+            for trigger in triggers:
+                run = await store.run_for_slot(name, slot, trigger)
+                if run is not None:
+                    return run
             run = _waiting_here(scheduling, lambda r: r.name == name and r.scheduled_at == slot)
             if run is not None:
                 return run

@@ -84,18 +84,29 @@ class Admitter:
     # -- one firing -----------------------------------------------------------------------
 
     async def admit(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, run_id: str | None = None
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        run_id: str | None = None,
+        *,
+        fallback: bool = False,
     ) -> Admission:
         """Decide one firing and write the row that records the decision (``running``,
         ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
         no gate, no overlap rule. ``run_id`` (manual firings) lets a retried insert keep its
-        id, so a write that landed unanswered is found instead of written twice."""
+        id, so a write that landed unanswered is found instead of written twice.
+
+        ``fallback``: an external schedule's in-app fallback (``trigger="self"``) — elected
+        as an arrival is, by the slot's claim whatever the coordination, so of the fallback
+        and a (late) arrival exactly one fires the slot."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
             if self.pauses.holds(schedule.name, slot):
                 return Admission(Verdict.PAUSED)
             try:
-                elected = await self.gate.elect(schedule, slot, trigger)
+                claim_as = Trigger.EXTERNAL if fallback else trigger
+                elected = await self.gate.elect(schedule, slot, claim_as)
             except StoreUnavailableError as exc:
                 # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
                 logger.warning(
