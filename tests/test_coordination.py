@@ -46,7 +46,7 @@ from support.cluster import (
     uvicorn_cluster,
     wait_for,
 )
-from support.tcp_proxy import TcpProxy
+from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
 
 from fastapi_voltro_schedules import (
     CoordinationOutcome,
@@ -63,7 +63,7 @@ from fastapi_voltro_schedules.models import claims_table
 from fastapi_voltro_schedules.store import RunRecord, create_store
 from fastapi_voltro_schedules.testing import ManualClock
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, CUT_LINK_WARNINGS]
 
 MARGIN = timedelta(seconds=1.5)
 """Slots this close to a boot or a stop are left out of the exactly-once windows."""

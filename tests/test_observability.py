@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import make_url
 from support.stores import open_store
-from support.tcp_proxy import TcpProxy
+from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
 
 from fastapi_voltro_schedules import (
     RecordedOutcome,
@@ -43,6 +43,8 @@ from fastapi_voltro_schedules.store import RunOutcome, RunRecord, create_store, 
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
+
+pytestmark = CUT_LINK_WARNINGS
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
-from support.tcp_proxy import TcpProxy
+from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -40,6 +40,8 @@ SERVERS = [
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("mariadb", marks=pytest.mark.mariadb),
 ]
+
+pytestmark = CUT_LINK_WARNINGS
 
 
 def inner_store(s: Scheduling) -> SQLStore:
