@@ -177,9 +177,10 @@ def _abort(writer: asyncio.StreamWriter) -> None:
             transport.abort()
 
 
-CUT_LINK_WARNINGS = pytest.mark.filterwarnings("ignore:unclosed transport:ResourceWarning")
+CUT_LINK_WARNINGS = pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning")
 """For the tests that cut a database link through the proxy. A statement or connect cancelled
-by the store's timeout while the link is cut leaves the driver's socket transport (asyncpg,
-asyncmy) to the garbage collector, which closes it and warns ``unclosed transport``. What the
+by the store's timeout while the link is cut leaves the driver's socket (asyncpg, asyncmy: the
+transport, or the bare socket of a connect in progress) to the garbage collector, which closes
+it and warns ``unclosed …``. What the
 tests assert — the store fails closed and recovers — does not depend on it; the warning is
 expected there and stays an error everywhere else."""
