@@ -70,7 +70,6 @@ class Dispatcher:
         clock: Clock,
         coordination: Coordination,
         replica_id: str,
-        broadcast: bool = False,
     ) -> None:
         self.admitter = admitter
         self.runner = runner
@@ -80,8 +79,6 @@ class Dispatcher:
         self.clock = clock
         self.coordination = coordination
         self.replica_id = replica_id
-        self.broadcast = broadcast
-        """Tell other replicas about terminal writes (``change_strategy="cdc"``)."""
         self._runs: TaskGroup | None = None
         self.closing = False
         """Shutdown began: nothing new is admitted (see :meth:`admit`)."""
@@ -329,14 +326,6 @@ class Dispatcher:
             self.inflight.finishing.discard(outcome.run_id)
 
     def _changed(self, name: str) -> None:
-        """The schedule's ledger changed (a terminal write): waiters here look again now, and
-        under cdc so do other replicas'."""
+        """The schedule's ledger changed (a terminal write): waiters here look again now.
+        Other replicas' hear of it from the write itself under cdc (``Ledger.announce``)."""
         self.wakeups.notify(name)
-        if self.broadcast:
-            self.spawn(self._broadcast, name)
-
-    async def _broadcast(self, name: str) -> None:
-        try:
-            await self.store.notify_changed([name])
-        except StoreUnavailableError as exc:
-            logger.debug("schedule: change notification failed  name=%s: %s", name, exc)

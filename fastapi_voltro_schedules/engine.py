@@ -138,8 +138,9 @@ class Engine:
             clock=clock,
             coordination=coordination,
             replica_id=replica_id,
-            broadcast=self.listens,
         )
+        # The NOTIFY rides in the terminal write's own transaction: no round trip of its own.
+        runner.ledger.announce = self.listens
         self.timer = Timer(clock, self.dispatcher, pauses)
         self.maintenance = Maintenance(
             store=store,

@@ -34,6 +34,9 @@ class Ledger:
         self.store = store
         self.clock = clock
         self.replica_id = replica_id
+        self.announce = False
+        """Terminal writes also notify other replicas' listeners (``change_strategy="cdc"``,
+        set by the engine), inside their own transaction."""
         self._claims: GroupCommit[str, bool] = GroupCommit(self._claim_many)
         self._inserts: GroupCommit[RunRecord, None] = GroupCommit(self._insert_many)
         # A whole herd's outcomes are one item: one future per flush of the caller, not per row.
@@ -71,7 +74,8 @@ class Ledger:
         return [None] * len(runs)
 
     async def _finish_many(self, batches: list[Sequence[RunOutcome]]) -> Sequence[None]:
-        await self.store.finish_runs([o for batch in batches for o in batch], self.replica_id)
+        outcomes = [o for batch in batches for o in batch]
+        await self.store.finish_runs(outcomes, self.replica_id, announce=self.announce)
         return [None] * len(batches)
 
     def _now(self) -> datetime:

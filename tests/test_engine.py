@@ -519,7 +519,9 @@ async def test_an_unrecorded_outcome_is_logged_with_the_schedule(
     from fastapi_voltro_schedules.errors import StoreUnavailableError
     from fastapi_voltro_schedules.store import SQLStore
 
-    async def unreachable(self: SQLStore, outcomes: Any, replica_id: str) -> None:
+    async def unreachable(
+        self: SQLStore, outcomes: Any, replica_id: str, *, announce: bool = False
+    ) -> None:
         raise StoreUnavailableError("store finish_runs: connection refused")
 
     monkeypatch.setattr(SQLStore, "finish_runs", unreachable)

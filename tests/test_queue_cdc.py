@@ -89,3 +89,70 @@ async def test_losing_the_listen_connection_is_logged_and_the_listener_comes_bac
     assert caplog.text.count(LOST) == 2
     assert caplog.text.count(LISTENING) == 4
     assert len(gaps) == 6 and max(gaps) < 0.5, gaps
+
+
+async def test_an_announced_terminal_write_notifies_at_commit_and_stays_a_compare_and_set(
+    postgres_url: str,
+) -> None:
+    """``finish_runs(announce=True)`` carries the ``NOTIFY`` in the write's own statement: the
+    listener hears each outcome's schedule once the row reads terminal, a write without
+    ``announce`` stays silent, and another replica's row is still left alone."""
+    from datetime import UTC, datetime
+
+    from fastapi_voltro_schedules.enums import RunStatus, Trigger
+    from fastapi_voltro_schedules.migrations import upgrade_to_head
+    from fastapi_voltro_schedules.store import RunOutcome, RunRecord, create_store, new_run_id
+
+    await upgrade_to_head(postgres_url)
+    at = datetime(2026, 5, 6, 7, 0, tzinfo=UTC)
+
+    def row(name: str, replica: str) -> RunRecord:
+        return RunRecord(
+            id=new_run_id(),
+            name=name,
+            scheduled_at=at,
+            status=RunStatus.RUNNING,
+            trigger=Trigger.SELF,
+            fired_at=at,
+            replica_id=replica,
+        )
+
+    store = create_store(postgres_url)
+    listener = create_store(postgres_url)
+    quiet, loud, theirs = row("cdc-quiet", "me"), row("cdc-loud", "me"), row("cdc-loud", "other")
+    heard: list[str] = []
+    got = anyio.Event()
+
+    def on_change(name: str) -> None:
+        heard.append(name)
+        got.set()
+
+    try:
+        await store.insert_runs([quiet, loud, theirs])
+        async with anyio.create_task_group() as tg:
+            await tg.start(
+                lambda task_status: listener.listen_changed(on_change, task_status=task_status)
+            )
+            done = at.replace(minute=1)
+            await store.finish_runs(
+                [RunOutcome(quiet.id, RunStatus.SUCCEEDED, done, name=quiet.name)], "me"
+            )
+            await store.finish_runs(
+                [
+                    RunOutcome(loud.id, RunStatus.SUCCEEDED, done, name=loud.name),
+                    RunOutcome(theirs.id, RunStatus.SUCCEEDED, done, name=theirs.name),
+                ],
+                "me",
+                announce=True,
+            )
+            with anyio.fail_after(5):
+                await got.wait()
+            tg.cancel_scope.cancel()
+        # Notifications arrive in commit order: the silent write, committed first, sent none.
+        assert heard == ["cdc-loud"]
+        rows = {r.id: r.status for r in await store.list_runs("cdc-loud")}
+        assert rows == {loud.id: RunStatus.SUCCEEDED, theirs.id: RunStatus.RUNNING}
+        assert (await store.get_run(quiet.id)).status is RunStatus.SUCCEEDED  # type: ignore[union-attr]
+    finally:
+        await store.dispose()
+        await listener.dispose()

@@ -18,7 +18,8 @@ A waiter looks again when the ledger changes (a terminal write here, or a ``NOTI
 earliest waiter of a schedule answers a change: a later one cannot be next while an earlier
 one waits (and a dead waiter ahead is seen by the earliest just as well), and letting all of
 them queue for the line's lock on every change put the one that mattered behind the rest —
-measured, a third of the cdc handoff. The others keep their poll.
+measured, a third of the cdc handoff. The others look when they become the earliest, and
+otherwise only every :data:`BEHIND_POLL_FACTOR` polls: their 1 s looks held the same lock.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 1.0
 """How often a waiter looks at the line with no change event (``change_strategy="poll"``)."""
+BEHIND_POLL_FACTOR = 10
+"""A waiter behind this replica's earlier waiter of the same schedule looks only when it
+becomes the earliest, or every ``BEHIND_POLL_FACTOR`` polls as a backstop."""
 
 
 class DurableLine:
@@ -224,10 +228,14 @@ class LineTurn:
                 if plan.blocker is not None and plan.blocker.id != blocker_seen:
                     blocker_seen = plan.blocker.id
                     line.log_wait(schedule, plan.blocker)
-            with anyio.move_on_after(line.poll_seconds):
-                if line.is_head(self):
+            if line.is_head(self):
+                with anyio.move_on_after(line.poll_seconds):
                     await event.wait()
-                else:
+            else:
+                # Not next while this replica's earlier waiter waits, and a dead one ahead is
+                # the earlier waiter's to see: only a slow backstop look. Every waiter looking
+                # each second put the head's turn behind theirs on the line's lock (the cdc tail).
+                with anyio.move_on_after(line.poll_seconds * BEHIND_POLL_FACTOR):
                     self._promoted = anyio.Event()
                     await self._promoted.wait()
         return None

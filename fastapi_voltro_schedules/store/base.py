@@ -321,9 +321,16 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
+    async def finish_runs(
+        self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
+    ) -> None:
         """Write many runs' terminal status (``status``, ``finished_at``, ``error_tag``,
         ``error_message``, ``error_traceback``) in one transaction (one ``executemany``).
+
+        ``announce`` (``change_strategy="cdc"``): also tell every :meth:`listen_changed` of the
+        outcomes' schedule names, in the same transaction — delivered at commit, so a listener
+        never hears of a write it cannot yet read, and without a round trip of its own. A store
+        without change notifications ignores it.
 
         Each row is written only if it is still ``running`` and owned by ``replica_id`` — the
         same compare-and-set as :meth:`update_run`, per row — so a row another replica already

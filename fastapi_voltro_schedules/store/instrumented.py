@@ -266,12 +266,14 @@ class InstrumentedStore(Store):
     ) -> None:
         await self.inner.listen_changed(on_change, task_status=task_status)
 
-    async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
+    async def finish_runs(
+        self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
+    ) -> None:
         names = {o.run_id: self._running.get(o.run_id) for o in outcomes}
         for o in outcomes:
             self._ended(o.run_id)  # the handler is over, whether or not the write lands
         try:
-            await self.inner.finish_runs(outcomes, replica_id)
+            await self.inner.finish_runs(outcomes, replica_id, announce=announce)
         except StoreUnavailableError:
             self._error("finish_runs")
             raise

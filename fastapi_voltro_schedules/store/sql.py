@@ -513,7 +513,9 @@ class SQLStore(Store):
 
         return work
 
-    async def finish_runs(self, outcomes: Sequence[RunOutcome], replica_id: str) -> None:
+    async def finish_runs(
+        self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
+    ) -> None:
         if not outcomes:
             return
         params = [
@@ -527,6 +529,19 @@ class SQLStore(Store):
             }
             for o in outcomes
         ]
+        names = sorted({o.name for o in outcomes if o.name is not None}) if announce else []
+        if names and self._engine.dialect.name == "postgresql":
+            # The NOTIFY rides in the write's own statement: one round trip, delivered at commit.
+            await self._write_many(
+                "finish_runs",
+                params,
+                q.finish_update_array_announced,
+                q.finish_update,
+                b_replica=replica_id,
+                channel=q.NOTIFY_CHANNEL,
+                names=names,
+            )
+            return
         await self._write_many(
             "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
         )

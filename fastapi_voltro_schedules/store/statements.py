@@ -284,6 +284,17 @@ def finish_update_array() -> TextClause:
     )
 
 
+def finish_update_array_announced() -> TextClause:
+    """Postgres: :func:`finish_update_array` and one ``pg_notify`` per name of ``:names`` on
+    ``:channel`` in the same statement (``change_strategy="cdc"``). A data-modifying ``WITH``
+    runs whether or not the query reads it; the notifications go out when it commits."""
+    update = finish_update_array().text
+    return text(
+        f"WITH finished AS ({update}) "
+        "SELECT pg_notify(:channel, n) FROM unnest(CAST(:names AS VARCHAR[])) AS n"
+    )
+
+
 def finish_update() -> Update:
     """The terminal write of many runs in one ``executemany``: ``UPDATE runs SET status,
     finished_at, error_tag, error_message, error_traceback WHERE id = :b_id AND status =
