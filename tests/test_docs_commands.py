@@ -23,8 +23,6 @@ import typer.main
 from support.servers import REPO
 from typer.testing import CliRunner
 
-# Typer >= 0.2x vendors click (typer._click): groups are told apart by their `commands`.
-
 from fastapi_voltro_schedules import SchedulingConfig, devtokens, tokens
 from fastapi_voltro_schedules.cli import app
 from fastapi_voltro_schedules.manifests.script import TRIGGER_SCRIPT
@@ -99,6 +97,7 @@ def inline_commands(page: Path) -> list[Shown]:
 
 
 def is_group(command: Any) -> bool:
+    # Typer >= 0.2x vendors click (typer._click): a group is told apart by its `commands`.
     return isinstance(getattr(command, "commands", None), dict)
 
 
