@@ -468,8 +468,8 @@ def cronjob_script() -> str:
 def run_script(server: Server, schedule: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "VOLTRO_BASE_URL": server.url,
-        "SCHEDULE": schedule,
+        "VOLTRO_TRIGGER_URL": f"{server.url}/_voltro/schedules/{schedule}/trigger",
+        "VOLTRO_RUNS_URL": f"{server.url}/_voltro/schedules/runs",
         "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TRIGGER_TOKEN,
         "VOLTRO_POLL_SECONDS": "0.1",
     }

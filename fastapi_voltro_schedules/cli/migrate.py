@@ -81,7 +81,7 @@ def _app_target(app_path: str, database_url: str | None) -> tuple[str | AsyncEng
 @app.command()
 def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) -> None:
     """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims,
-    _voltro_schedule_pauses).
+    _voltro_schedule_pauses, _voltro_schedule_members, _voltro_schedule_leases).
 
     Run it in your release step for PostgreSQL / MariaDB / MySQL; SQLite is migrated at boot.
     With --app module:app it migrates the database that app's Scheduling uses. Only our
