@@ -164,7 +164,8 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
     driver.get(base + PAGE)
     driver.find_element(By.ID, "token").send_keys("not-a-token")
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    error = driver.find_element(By.ID, "signin-error")
+    # the POST answers with a new page: wait for it rather than read the old one mid-navigation
+    error = wait_for("the sign-in error", lambda: driver.find_elements(By.ID, "signin-error"))[0]
     assert "not an inspect token" in error.text
     assert driver.find_element(By.ID, "token").get_attribute("aria-invalid") == "true"
     driver.save_screenshot(str(artifacts / "signin-wrong-token.png"))
