@@ -123,7 +123,7 @@ async def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     strategies = [ChangeStrategy(s) for s in args.strategy or ["cdc", "poll"]]
-    with postgres_lock():
+    with postgres_lock(args.postgres_url):
         try:
             for strategy in strategies:
                 report(strategy, await handoffs(args.postgres_url, args.handoffs, strategy))

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -73,9 +73,10 @@ async def one_range(url: str, slots: int) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def postgres_lock() -> Iterator[None]:
-    """The lock tests/conftest.py holds around every Postgres test on this machine."""
-    path = Path(tempfile.gettempdir()) / "voltro-tests-postgres.lock"
+def postgres_lock(url: str) -> Iterator[None]:
+    """The lock tests/conftest.py holds around every test on this Postgres database."""
+    database = make_url(url).database
+    path = Path(tempfile.gettempdir()) / f"voltro-tests-postgres-{database}.lock"
     with path.open("a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -108,7 +109,7 @@ async def main(argv: list[str] | None = None) -> None:
         runs = [await one_range(url, args.slots) for _ in range(args.repeat)]
         report("sqlite", args.slots, runs)
     if args.postgres_url:
-        with postgres_lock():
+        with postgres_lock(args.postgres_url):
             try:
                 runs = [await one_range(args.postgres_url, args.slots) for _ in range(args.repeat)]
             finally:

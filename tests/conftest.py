@@ -24,7 +24,10 @@ tables.
 
 The server databases are shared, so tests against one of them must never overlap: each
 server fixture holds an exclusive file lock (in the temp dir) for the test's duration, which
-serialises concurrent pytest processes on this machine. Do not run them under xdist.
+serialises concurrent pytest processes on this machine. Under pytest-xdist (``.ci/run`` uses
+``-n``) each worker gets a database of its own on the same server — ``test_gw0``,
+``test_gw1``… beside the URL's ``test``, created on first use — so workers never share tables
+and never wait for each other's lock.
 """
 
 from __future__ import annotations
@@ -94,11 +97,12 @@ def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 def require_service_url(store: str) -> str:
-    """The URL of a server store from its env variable; skip (or fail, in CI) when unset."""
+    """The URL of a server store from its env variable; skip (or fail, in CI) when unset.
+    Under xdist, the worker's own database on that server (see the module docstring)."""
     env = SERVER_ENVS[store]
     url = os.environ.get(env)
     if url:
-        return url
+        return _worker_database(url)
     reason = f"{store} tests need {env} (e.g. {_EXAMPLES[store]})"
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{reason}; {REQUIRE_ENV}=1 forbids skipping them", pytrace=False)
@@ -109,6 +113,40 @@ _EXAMPLES = {
     "postgres": "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
     "mariadb": "mysql+asyncmy://root@127.0.0.1:3306/test",
 }
+
+
+_created: dict[str, str] = {}
+
+
+def _worker_database(url: str) -> str:
+    """``url`` itself outside xdist; else the same server with the database
+    ``<database>_<worker>``, created once per process if it does not exist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return url
+    if url not in _created:
+        base = make_url(url)
+        name = f"{base.database}_{worker}"
+        run_async(_create_database(url, name))
+        _created[url] = base.set(database=name).render_as_string(hide_password=False)
+    return _created[url]
+
+
+async def _create_database(url: str, name: str) -> None:
+    engine = create_async_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            quoted = conn.dialect.identifier_preparer.quote(name)
+            if conn.dialect.name == "postgresql":
+                found = await conn.exec_driver_sql(
+                    "SELECT 1 FROM pg_database WHERE datname = $1", (name,)
+                )
+                if found.first() is None:
+                    await conn.exec_driver_sql(f"CREATE DATABASE {quoted}")
+            else:
+                await conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {quoted}")
+    finally:
+        await engine.dispose()
 
 
 async def reset_database(url: str) -> None:
@@ -130,9 +168,10 @@ async def reset_database(url: str) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive(store: str) -> Iterator[None]:
-    """Serialise tests of every pytest process on this machine against one shared server."""
-    path = Path(tempfile.gettempdir()) / f"voltro-tests-{store}.lock"
+def _exclusive(store: str, url: str) -> Iterator[None]:
+    """Serialise tests of every pytest process on this machine against one server database."""
+    database = make_url(url).database
+    path = Path(tempfile.gettempdir()) / f"voltro-tests-{store}-{database}.lock"
     with path.open("a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -144,7 +183,7 @@ def _exclusive(store: str) -> Iterator[None]:
 @contextlib.contextmanager
 def clean_server(store: str) -> Iterator[str]:
     url = require_service_url(store)
-    with _exclusive(store):
+    with _exclusive(store, url):
         run_async(reset_database(url))
         try:
             yield url
