@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 
 from . import wiring
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
-from .clock import Clock, SystemClock, iso_z
+from .clock import Clock, DatabaseClock, SystemClock, iso_z
 from .config import (
     CoordinationChoice,
     SchedulingConfig,
@@ -37,6 +37,7 @@ from .errors import (
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerDisabledError,
+    StoreUnavailableError,
 )
 from .external_missed import watch_external_missed
 from .leadership import FirerLock, Leadership, sqlite_file
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from .store import PauseRecord, RunRecord, Store
+
+CLOCK_DRIFT_WARN_SECONDS = 1.0
+"""A host clock this far from the database's is worth a boot warning (it would have mattered
+before :class:`DatabaseClock`; it still says the host's time sync is broken)."""
 
 
 class Scheduling:
@@ -85,6 +90,8 @@ class Scheduling:
         self._hooks: OutcomeHooks | None = None
         self.config = config if config is not None else SchedulingConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
+        self._wall_clock: Clock | None = None
+        """The clock given, while :meth:`run` uses the database's (:class:`DatabaseClock`)."""
         self.workflows = workflows
         self._engine = engine
         self.store_kind: StoreKind = store_kind(
@@ -213,6 +220,8 @@ class Scheduling:
                 if self._hooks is not None:
                     tg.start_soon(self._hooks.run)
                 tg.start_soon(engine.runner.watchdog.run)
+                if isinstance(self.clock, DatabaseClock):
+                    tg.start_soon(self._follow_database_clock, self.clock)
                 await tg.start(pauses.run)
                 if arm:
                     leadership = Leadership(self._firer_lock(store), arm_timer, serve_runs)
@@ -444,9 +453,37 @@ class Scheduling:
         self.store = InstrumentedStore(
             store, self.metrics, self._hooks.submit if self._hooks is not None else None
         )
+        if store.supports_multi_instance and isinstance(self.clock, SystemClock):
+            await self._use_database_clock(self.store)
         self.metrics.watch(self)
         self._log_boot()
         return self.store
+
+    async def _use_database_clock(self, store: Store) -> None:
+        """Stamp and judge by the shared database's clock (see :class:`DatabaseClock`)."""
+        tolerance = min(
+            timedelta(seconds=1), timedelta(milliseconds=self.config.schedule_heartbeat_ms / 4)
+        )
+        clock = DatabaseClock(self.clock, store.database_now, tolerance)
+        await clock.resync()
+        self._wall_clock, self.clock = self.clock, clock
+        drift = abs(clock.offset.total_seconds())
+        if drift >= CLOCK_DRIFT_WARN_SECONDS:
+            logger.warning(
+                "scheduler: this host's clock is %.1f s %s the database's — firing times and "
+                "liveness follow the database's clock; fix the host's time sync (NTP)",
+                drift,
+                "behind" if clock.offset.total_seconds() > 0 else "ahead of",
+            )
+
+    async def _follow_database_clock(self, clock: DatabaseClock) -> None:
+        while True:
+            await clock.sleep(clock.RESYNC_SECONDS)
+            try:
+                await clock.resync()
+            except StoreUnavailableError as exc:
+                # the estimate carries on the monotonic clock; the next read catches up
+                logger.warning("scheduler: could not read the database's clock: %s", exc)
 
     def next_fire_times(self) -> Mapping[str, datetime]:
         """When each schedule fires next: the armed timer of a ``self`` schedule, the next
@@ -495,6 +532,8 @@ class Scheduling:
 
     async def _shutdown(self) -> None:
         self.engine = None
+        if self._wall_clock is not None:
+            self.clock, self._wall_clock = self._wall_clock, None
         self.metrics.unwatch(self)
         self._hooks = None
         if isinstance(self.store, InstrumentedStore):
