@@ -2,14 +2,15 @@
 
 Boot order: validate the schedule set against the app-wide config, pick the coordination the
 store can serve (warn on a fallback), make sure the ledger schema is there (SQLite: migrate;
-a server database: refuse to start until ``voltro migrate`` ran), log what will run.
+a server database: refuse to start until ``voltro migrate`` ran), take the database's clock on
+a server store, log what will run, arm. The steps themselves live in :mod:`.boot`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,14 @@ from anyio.abc import TaskGroup
 
 from . import wiring
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
+from .boot import (
+    build_engine,
+    check_schedules,
+    database_clock,
+    firer_lock,
+    follow_database_clock,
+    log_boot,
+)
 from .clock import Clock, DatabaseClock, SystemClock, iso_z
 from .config import (
     CoordinationChoice,
@@ -31,35 +40,27 @@ from .context import WorkflowStarter
 from .definition import Schedule
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
-from .enums import ChangeStrategy, Coordination, TriggerMode
+from .enums import Coordination, TriggerMode
 from .errors import (
     ConfigurationError,
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerDisabledError,
-    StoreUnavailableError,
 )
 from .external_missed import watch_external_missed
-from .leadership import FirerLock, Leadership, sqlite_file
-from .ledger import Ledger
+from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
-from .pauses import NO_PAUSES, Pauses
-from .runner import Runner
+from .pauses import Pauses
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
-from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from .store import PauseRecord, RunRecord, Store
-
-CLOCK_DRIFT_WARN_SECONDS = 1.0
-"""A host clock this far from the database's is worth a boot warning (it would have mattered
-before :class:`DatabaseClock`; it still says the host's time sync is broken)."""
 
 
 class Scheduling:
@@ -144,28 +145,7 @@ class Scheduling:
 
     def validate(self) -> None:
         """Boot-time checks that need the app-wide defaults (definition time could not)."""
-        for schedule in self.schedules:
-            if schedule.has_seconds and self.trigger_of(schedule) is TriggerMode.EXTERNAL:
-                raise ConfigurationError(
-                    f'schedule "{schedule.name}" (module {schedule.module}): cron '
-                    f'"{schedule.cron}" has a seconds field but inherits trigger="external" '
-                    "from VOLTRO_TRIGGER — platform schedulers are minute-granular; set "
-                    'trigger="self" on the schedule or use a five-field cron'
-                )
-            if schedule.fallback is not None and self.trigger_of(schedule) is TriggerMode.SELF:
-                raise ConfigurationError(
-                    f'schedule "{schedule.name}" (module {schedule.module}) sets '
-                    f'fallback="{schedule.fallback.value}" but inherits trigger="self" from '
-                    "VOLTRO_TRIGGER — a fallback backs up a platform scheduler, and this "
-                    'schedule has none; set trigger="external" on the schedule (or '
-                    "VOLTRO_TRIGGER=external), or drop fallback="
-                )
-            if schedule.workflow is not None and self.workflows is None:
-                raise ConfigurationError(
-                    f'schedule "{schedule.name}" (module {schedule.module}) targets workflow '
-                    f'"{schedule.workflow.name}" but no workflow starter is configured — pass '
-                    "Scheduling(workflows=<object with async start(name, payload) -> str>)"
-                )
+        check_schedules(self)
 
     @property
     def lifespan(self) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -204,7 +184,7 @@ class Scheduling:
             store = await self._boot(app)
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
-            self.engine = engine = self._build_engine(store)
+            self.engine = engine = build_engine(self, store)
             failure: Exception | None = None
 
             async def arm_timer(tg: TaskGroup) -> None:
@@ -221,10 +201,10 @@ class Scheduling:
                     tg.start_soon(self._hooks.run)
                 tg.start_soon(engine.runner.watchdog.run)
                 if isinstance(self.clock, DatabaseClock):
-                    tg.start_soon(self._follow_database_clock, self.clock)
+                    tg.start_soon(follow_database_clock, self.clock)
                 await tg.start(pauses.run)
                 if arm:
-                    leadership = Leadership(self._firer_lock(store), arm_timer, serve_runs)
+                    leadership = Leadership(firer_lock(self.config, store), arm_timer, serve_runs)
                     self._leadership = leadership
                     await leadership.start(tg)
                 else:
@@ -251,19 +231,6 @@ class Scheduling:
             self._leadership = None
             await self._shutdown()
             self._running = False
-
-    def _firer_lock(self, store: Store) -> FirerLock | None:
-        """The one-firer lock of a SQLite file ledger (``leadership.py``); memory and server
-        databases need none."""
-        from sqlalchemy import make_url
-
-        from .store import SQLStore
-
-        url = store.engine.url if isinstance(store, SQLStore) else make_url(
-            self.config.database_url
-        )
-        database = sqlite_file(url)
-        return FirerLock(database) if database is not None else None
 
     async def plan_backfill(
         self,
@@ -327,46 +294,6 @@ class Scheduling:
                 "scheduling.run(app):` or the app's lifespan"
             )
         return self.engine
-
-    def _build_engine(self, store: Store) -> Engine:
-        config = self.config
-        runner = Runner(
-            ledger=Ledger(store, self.clock, config.replica_id),
-            watchdog=Watchdog(
-                self.clock, store, config.replica_id, config.schedule_heartbeat_ms
-            ),
-            clock=self.clock,
-            app=self.app,
-            workflows=self.workflows,
-        )
-        return Engine(
-            schedules=[s for s in self.schedules if self.trigger_of(s) is TriggerMode.SELF],
-            store=store,
-            clock=self.clock,
-            runner=runner,
-            coordination=self.effective_coordination,
-            replica_id=config.replica_id,
-            heartbeat_ms=config.schedule_heartbeat_ms,
-            shutdown_grace_ms=config.shutdown_grace_ms,
-            run_retention_ms=config.run_retention_ms,
-            watched_names=[s.name for s in self.schedules],
-            adoption_window_ms=config.queue_adoption_window_ms,
-            change_strategy=self.change_strategy(store),
-            pauses=self.pauses if self.pauses is not None else NO_PAUSES,
-        )
-
-    def change_strategy(self, store: Store) -> ChangeStrategy:
-        """The effective ``change_strategy``: ``cdc`` needs Postgres (LISTEN/NOTIFY); anywhere
-        else it falls back to the poll, with a boot warning — never silently."""
-        wanted = self.config.change_strategy
-        if wanted is ChangeStrategy.CDC and store.dialect_name != "postgresql":
-            logger.warning(
-                "scheduling.change_strategy=cdc needs postgres (LISTEN/NOTIFY) — falling back "
-                "to poll (%s): queued firings notice a finished run within 1 s",
-                store.dialect_name,
-            )
-            return ChangeStrategy.POLL
-        return wanted
 
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
@@ -454,36 +381,11 @@ class Scheduling:
             store, self.metrics, self._hooks.submit if self._hooks is not None else None
         )
         if store.supports_multi_instance and isinstance(self.clock, SystemClock):
-            await self._use_database_clock(self.store)
+            self._wall_clock = self.clock
+            self.clock = await database_clock(self.clock, self.store, self.config)
         self.metrics.watch(self)
-        self._log_boot()
+        log_boot(self)
         return self.store
-
-    async def _use_database_clock(self, store: Store) -> None:
-        """Stamp and judge by the shared database's clock (see :class:`DatabaseClock`)."""
-        tolerance = min(
-            timedelta(seconds=1), timedelta(milliseconds=self.config.schedule_heartbeat_ms / 4)
-        )
-        clock = DatabaseClock(self.clock, store.database_now, tolerance)
-        await clock.resync()
-        self._wall_clock, self.clock = self.clock, clock
-        drift = abs(clock.offset.total_seconds())
-        if drift >= CLOCK_DRIFT_WARN_SECONDS:
-            logger.warning(
-                "scheduler: this host's clock is %.1f s %s the database's — firing times and "
-                "liveness follow the database's clock; fix the host's time sync (NTP)",
-                drift,
-                "behind" if clock.offset.total_seconds() > 0 else "ahead of",
-            )
-
-    async def _follow_database_clock(self, clock: DatabaseClock) -> None:
-        while True:
-            await clock.sleep(clock.RESYNC_SECONDS)
-            try:
-                await clock.resync()
-            except StoreUnavailableError as exc:
-                # the estimate carries on the monotonic clock; the next read catches up
-                logger.warning("scheduler: could not read the database's clock: %s", exc)
 
     def next_fire_times(self) -> Mapping[str, datetime]:
         """When each schedule fires next: the armed timer of a ``self`` schedule, the next
@@ -501,34 +403,6 @@ class Scheduling:
                 if at is not None:
                     times[schedule.name] = at
         return times
-
-    def _log_boot(self) -> None:
-        counts = {mode: 0 for mode in TriggerMode}
-        for schedule in self.schedules:
-            counts[self.trigger_of(schedule)] += 1
-        logger.info(
-            "scheduler: starting  total=%d self=%d external=%d coordinator=%s",
-            len(self.schedules),
-            counts[TriggerMode.SELF],
-            counts[TriggerMode.EXTERNAL],
-            self.effective_coordination.value,
-        )
-        now = self.clock.now()
-        for schedule in self.schedules:
-            if self.trigger_of(schedule) is TriggerMode.SELF:
-                next_firing = iso_z(schedule.next_occurrence(now))
-            elif schedule.fallback is not None:
-                next_firing = "on trigger (else in-app fallback)"
-            else:
-                next_firing = "on trigger"
-            logger.info(
-                "scheduler:   %s  cron=%r tz=%s trigger=%s next=%s",
-                schedule.name,
-                schedule.cron,
-                schedule.timezone,
-                self.trigger_of(schedule).value,
-                next_firing,
-            )
 
     async def _shutdown(self) -> None:
         self.engine = None

@@ -1,0 +1,183 @@
+"""What ``Scheduling`` settles at boot besides opening the ledger and arming the timer.
+
+Check the schedule set against the app-wide config, choose the clock the replicas share, build
+the engine the config asks for, and say what will run. Each is a function of the scheduler it
+boots, kept here so that ``scheduling.py`` reads as the lifespan's wiring.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from .clock import Clock, DatabaseClock, iso_z
+from .config import SchedulingConfig
+from .engine import Engine
+from .enums import ChangeStrategy, TriggerMode
+from .errors import ConfigurationError, StoreUnavailableError
+from .leadership import FirerLock, sqlite_file
+from .ledger import Ledger
+from .logs import logger
+from .pauses import NO_PAUSES
+from .runner import Runner
+from .watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from .scheduling import Scheduling
+    from .store import Store
+
+CLOCK_DRIFT_WARN_SECONDS = 1.0
+"""A host clock this far from the database's is worth a boot warning: the database's clock
+decides, but the host's time sync is broken."""
+
+
+def check_schedules(scheduling: Scheduling) -> None:
+    """The checks that need the app-wide defaults (definition time could not make them)."""
+    for schedule in scheduling.schedules:
+        trigger = scheduling.trigger_of(schedule)
+        if schedule.has_seconds and trigger is TriggerMode.EXTERNAL:
+            raise ConfigurationError(
+                f'schedule "{schedule.name}" (module {schedule.module}): cron '
+                f'"{schedule.cron}" has a seconds field but inherits trigger="external" '
+                "from VOLTRO_TRIGGER — platform schedulers are minute-granular; set "
+                'trigger="self" on the schedule or use a five-field cron'
+            )
+        if schedule.fallback is not None and trigger is TriggerMode.SELF:
+            raise ConfigurationError(
+                f'schedule "{schedule.name}" (module {schedule.module}) sets '
+                f'fallback="{schedule.fallback.value}" but inherits trigger="self" from '
+                "VOLTRO_TRIGGER — a fallback backs up a platform scheduler, and this "
+                'schedule has none; set trigger="external" on the schedule (or '
+                "VOLTRO_TRIGGER=external), or drop fallback="
+            )
+        if schedule.workflow is not None and scheduling.workflows is None:
+            raise ConfigurationError(
+                f'schedule "{schedule.name}" (module {schedule.module}) targets workflow '
+                f'"{schedule.workflow.name}" but no workflow starter is configured — pass '
+                "Scheduling(workflows=<object with async start(name, payload) -> str>)"
+            )
+
+
+# -- the clock ---------------------------------------------------------------------------
+
+
+async def database_clock(local: Clock, store: Store, config: SchedulingConfig) -> DatabaseClock:
+    """The shared database's clock for a server store (see :class:`DatabaseClock`), read once;
+    warns when this host's own clock is off by more than :data:`CLOCK_DRIFT_WARN_SECONDS`."""
+    tolerance = min(timedelta(seconds=1), timedelta(milliseconds=config.schedule_heartbeat_ms / 4))
+    clock = DatabaseClock(local, store.database_now, tolerance)
+    await clock.resync()
+    drift = clock.offset.total_seconds()
+    if abs(drift) >= CLOCK_DRIFT_WARN_SECONDS:
+        logger.warning(
+            "scheduler: this host's clock is %.1f s %s the database's — firing times and "
+            "liveness follow the database's clock; fix the host's time sync (NTP)",
+            abs(drift),
+            "behind" if drift > 0 else "ahead of",
+        )
+    return clock
+
+
+async def follow_database_clock(clock: DatabaseClock) -> None:
+    """Re-read the database's clock every :attr:`DatabaseClock.RESYNC_SECONDS`, until
+    cancelled. A failed read keeps the estimate, which carries on the monotonic clock."""
+    while True:
+        await clock.sleep(clock.RESYNC_SECONDS)
+        try:
+            await clock.resync()
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: could not read the database's clock: %s", exc)
+
+
+# -- the engine --------------------------------------------------------------------------
+
+
+def build_engine(scheduling: Scheduling, store: Store) -> Engine:
+    """The engine for the running scheduler: its ``self`` schedules, the config's policies."""
+    config = scheduling.config
+    clock = scheduling.clock
+    runner = Runner(
+        ledger=Ledger(store, clock, config.replica_id),
+        watchdog=Watchdog(clock, store, config.replica_id, config.schedule_heartbeat_ms),
+        clock=clock,
+        app=scheduling.app,
+        workflows=scheduling.workflows,
+    )
+    return Engine(
+        schedules=[
+            s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.SELF
+        ],
+        store=store,
+        clock=clock,
+        runner=runner,
+        coordination=scheduling.effective_coordination,
+        replica_id=config.replica_id,
+        heartbeat_ms=config.schedule_heartbeat_ms,
+        shutdown_grace_ms=config.shutdown_grace_ms,
+        run_retention_ms=config.run_retention_ms,
+        watched_names=[s.name for s in scheduling.schedules],
+        adoption_window_ms=config.queue_adoption_window_ms,
+        change_strategy=change_strategy(config, store),
+        pauses=scheduling.pauses if scheduling.pauses is not None else NO_PAUSES,
+    )
+
+
+def change_strategy(config: SchedulingConfig, store: Store) -> ChangeStrategy:
+    """The effective ``change_strategy``: ``cdc`` needs Postgres (LISTEN/NOTIFY); anywhere
+    else it falls back to the poll, with a boot warning — never silently."""
+    wanted = config.change_strategy
+    if wanted is ChangeStrategy.CDC and store.dialect_name != "postgresql":
+        logger.warning(
+            "scheduling.change_strategy=cdc needs postgres (LISTEN/NOTIFY) — falling back "
+            "to poll (%s): queued firings notice a finished run within 1 s",
+            store.dialect_name,
+        )
+        return ChangeStrategy.POLL
+    return wanted
+
+
+def firer_lock(config: SchedulingConfig, store: Store) -> FirerLock | None:
+    """The one-firer lock of a SQLite file ledger (``leadership.py``); memory and server
+    databases need none."""
+    from sqlalchemy import make_url
+
+    from .store import SQLStore
+
+    url = store.engine.url if isinstance(store, SQLStore) else make_url(config.database_url)
+    database = sqlite_file(url)
+    return FirerLock(database) if database is not None else None
+
+
+# -- what will run -----------------------------------------------------------------------
+
+
+def log_boot(scheduling: Scheduling) -> None:
+    """The boot log: the counts, the coordinator, and each schedule with its next firing."""
+    triggers = {s.name: scheduling.trigger_of(s) for s in scheduling.schedules}
+    counts = {mode: 0 for mode in TriggerMode}
+    for trigger in triggers.values():
+        counts[trigger] += 1
+    logger.info(
+        "scheduler: starting  total=%d self=%d external=%d coordinator=%s",
+        len(scheduling.schedules),
+        counts[TriggerMode.SELF],
+        counts[TriggerMode.EXTERNAL],
+        scheduling.effective_coordination.value,
+    )
+    now = scheduling.clock.now()
+    for schedule in scheduling.schedules:
+        trigger = triggers[schedule.name]
+        if trigger is TriggerMode.SELF:
+            next_firing = iso_z(schedule.next_occurrence(now))
+        elif schedule.fallback is not None:
+            next_firing = "on trigger (else in-app fallback)"
+        else:
+            next_firing = "on trigger"
+        logger.info(
+            "scheduler:   %s  cron=%r tz=%s trigger=%s next=%s",
+            schedule.name,
+            schedule.cron,
+            schedule.timezone,
+            trigger.value,
+            next_firing,
+        )
