@@ -16,9 +16,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias, overload
 
 from .context import ScheduleContext
-from .cron import CronSpec, zone_problem
+from .cron import CronSpec
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
 from .errors import InvalidCronError, ScheduleDefinitionError
+from .zones import zone_problem
 
 Handler: TypeAlias = Callable[[ScheduleContext], Awaitable[None] | None]
 PayloadFactory: TypeAlias = Callable[[ScheduleContext], Mapping[str, Any]]
@@ -156,7 +157,7 @@ def _validate_timezone(name: object, timezone: object) -> str:
             f"{_prefix(name)}: timezone={timezone!r} must be an IANA zone name string, "
             'e.g. "Europe/Berlin"'
         )
-    # cron.zone_problem is the one judge of a zone name (CronSpec.parse asks it too): IANA
+    # zones.zone_problem is the one judge of a zone name (CronSpec.parse asks it too): IANA
     # names only, and the did-you-mean for a wrong-case name.
     problem = zone_problem(timezone)
     if problem is not None:

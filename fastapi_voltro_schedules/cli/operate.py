@@ -310,7 +310,8 @@ def dst_note(spec: CronSpec, occurrence: datetime) -> str | None:
     """Why an occurrence is not at the cron's plain wall time, if it is not: moved out of a
     skipped (spring-forward) hour, or inside a repeated (fall-back) hour."""
     local = occurrence.astimezone(spec.zone)
-    if local.hour not in spec._hours or local.minute not in spec._minutes:
+    fields = spec.fields()
+    if local.hour not in fields.hours or local.minute not in fields.minutes:
         return "DST: the wall time does not exist that day — fires at the first instant after"
     other = local.replace(fold=1 - local.fold)
     if other.utcoffset() != local.utcoffset():
