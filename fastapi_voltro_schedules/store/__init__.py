@@ -6,7 +6,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .base import PauseRecord, RunOutcome, RunRecord, Store, new_run_id, new_run_ids
+from .base import Store
+from .records import PauseRecord, RunOutcome, RunRecord, new_run_id, new_run_ids
 from .sql import DEFAULT_URL, SQLStore, make_engine
 
 

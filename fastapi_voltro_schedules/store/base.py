@@ -12,153 +12,27 @@ engine fails closed on it. Conflicts are not errors: they are the ``False``/empt
 from __future__ import annotations
 
 import abc
-import os
-import threading
-import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from ..enums import CoordinationOutcome, RunStatus, Trigger
+from ..enums import RunStatus, Trigger
+
+# Re-exported: the records were defined here, and the store's callers import them from here.
+from .records import (
+    CLOCK_TRIGGERS,
+    LIVE_STATUSES,
+    TERMINAL_STATUSES,
+    PauseRecord,
+    RowWrite,
+    RunOutcome,
+    RunRecord,
+    new_run_id,
+    new_run_ids,
+)
 
 UNCHECKED: Any = object()
 """``update_run(expect_heartbeat_at=UNCHECKED)``: do not compare ``heartbeat_at``."""
-
-LIVE_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING)
-TERMINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RunStatus if s.terminal)
-CLOCK_TRIGGERS: tuple[Trigger, ...] = (Trigger.SELF, Trigger.EXTERNAL)
-"""The triggers that count for "last run" (manual runs do not move the schedule's clock)."""
-
-
-_id_lock = threading.Lock()
-_id_last = [0, 0]  # [unix_ms, sequence] of the last id minted in this process
-
-
-def new_run_id() -> str:
-    """A run id: ``sr_`` + 32 hex digits, unique and sortable by creation time.
-
-    Layout (uuid7-like): 48 bits of unix milliseconds, a 16-bit per-millisecond sequence (ids
-    minted by one process sort in creation order even within a millisecond), then 64 random
-    bits. Ids from different processes in the same millisecond are unique but unordered.
-    """
-    return new_run_ids(1)[0]
-
-
-def new_run_ids(count: int) -> list[str]:
-    """``count`` run ids at once, in creation order (the herd mints 10,000 in one go: one lock
-    and one ``urandom`` call instead of one each)."""
-    if count <= 0:
-        return []
-    stamps: list[tuple[int, int]] = []
-    with _id_lock:
-        now_ms = time.time_ns() // 1_000_000
-        seq = 0
-        if now_ms <= _id_last[0]:
-            now_ms, seq = _id_last[0], _id_last[1] + 1
-        for _ in range(count):
-            if seq > 0xFFFF:  # 65,536 ids in one ms: borrow the next millisecond
-                now_ms, seq = now_ms + 1, 0
-            stamps.append((now_ms, seq))
-            seq += 1
-        _id_last[0], _id_last[1] = now_ms, seq - 1
-    noise = os.urandom(8 * count).hex()
-    return [
-        f"sr_{ms & 0xFFFF_FFFF_FFFF:012x}{sq:04x}{noise[16 * i : 16 * i + 16]}"
-        for i, (ms, sq) in enumerate(stamps)
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One row of ``_voltro_schedule_runs``, with its enums typed and its datetimes aware UTC."""
-
-    id: str
-    name: str
-    scheduled_at: datetime
-    status: RunStatus
-    trigger: Trigger
-    coordination_outcome: CoordinationOutcome = CoordinationOutcome.NONE
-    fired_at: datetime | None = None
-    finished_at: datetime | None = None
-    replica_id: str = ""
-    heartbeat_at: datetime | None = None
-    error_tag: str | None = None
-    error_message: str | None = None
-    error_traceback: str | None = None
-
-    def to_row(self) -> dict[str, Any]:
-        """The column values to insert (enums as their stored strings)."""
-        # By hand: dataclasses.asdict deep-copies, and the herd calls this 10,000 times.
-        return {
-            "id": self.id,
-            "name": self.name,
-            "scheduled_at": self.scheduled_at,
-            "status": self.status.value,
-            "trigger": self.trigger.value,
-            "coordination_outcome": self.coordination_outcome.value,
-            "fired_at": self.fired_at,
-            "finished_at": self.finished_at,
-            "replica_id": self.replica_id,
-            "heartbeat_at": self.heartbeat_at,
-            "error_tag": self.error_tag,
-            "error_message": self.error_message,
-            "error_traceback": self.error_traceback,
-        }
-
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> RunRecord:
-        """Build from a result row's mapping (``row._mapping``)."""
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            scheduled_at=row["scheduled_at"],
-            fired_at=row["fired_at"],
-            finished_at=row["finished_at"],
-            status=RunStatus(row["status"]),
-            trigger=Trigger(row["trigger"]),
-            coordination_outcome=CoordinationOutcome(row["coordination_outcome"] or ""),
-            replica_id=row["replica_id"] or "",
-            heartbeat_at=row["heartbeat_at"],
-            error_tag=row["error_tag"],
-            error_message=row["error_message"],
-            error_traceback=row["error_traceback"],
-        )
-
-    @property
-    def terminal(self) -> bool:
-        """Whether the row will never change again."""
-        return self.status.terminal
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """How one run ended: the values :meth:`Store.finish_runs` writes (``run_id`` to
-    ``error_traceback``), and what the run was (``name`` onwards: not written — they label the
-    metrics and the outcome hook, see :mod:`..store.instrumented`)."""
-
-    run_id: str
-    status: RunStatus
-    finished_at: datetime
-    error_tag: str | None = None
-    error_message: str | None = None
-    error_traceback: str | None = None
-    name: str | None = None
-    trigger: Trigger | None = None
-    scheduled_at: datetime | None = None
-    fired_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RowWrite:
-    """One conditional write of a run row: ``SET values WHERE id AND status AND replica_id AND
-    heartbeat_at`` as judged — a row that moved since it was read is left alone."""
-
-    run_id: str
-    expect_status: RunStatus
-    expect_replica_id: str
-    expect_heartbeat_at: datetime | None
-    values: dict[str, object]
 
 
 class LineDecision(Protocol):
@@ -171,35 +45,6 @@ class LineDecision(Protocol):
 
 
 D = TypeVar("D", bound=LineDecision)
-
-
-@dataclass(frozen=True, slots=True)
-class PauseRecord:
-    """One row of ``_voltro_schedule_pauses``: who paused a schedule, when and why, and — once
-    ``resumed_at`` is set — when it was resumed (the row is kept: it marks the paused span)."""
-
-    name: str
-    paused_at: datetime
-    paused_by: str
-    reason: str | None = None
-    resumed_at: datetime | None = None
-    resumed_by: str | None = None
-
-    @property
-    def active(self) -> bool:
-        """Whether the schedule is paused now."""
-        return self.resumed_at is None
-
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> PauseRecord:
-        return cls(
-            name=row["name"],
-            paused_at=row["paused_at"],
-            paused_by=row["paused_by"],
-            reason=row["reason"],
-            resumed_at=row["resumed_at"],
-            resumed_by=row["resumed_by"],
-        )
 
 
 class Store(abc.ABC):
@@ -514,3 +359,20 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def dispose(self) -> None:
         """Close the pool's connections (only when the store created its engine)."""
+
+
+__all__ = [
+    "CLOCK_TRIGGERS",
+    "LIVE_STATUSES",
+    "TERMINAL_STATUSES",
+    "UNCHECKED",
+    "D",
+    "LineDecision",
+    "PauseRecord",
+    "RowWrite",
+    "RunOutcome",
+    "RunRecord",
+    "Store",
+    "new_run_id",
+    "new_run_ids",
+]

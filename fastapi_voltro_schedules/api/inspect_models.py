@@ -1,0 +1,240 @@
+"""The inspect API's wire shapes: every answer and body as a named model, and the parsing of
+what a client sends back (the runs cursor, the status filter, the backfill body).
+
+Kept apart from the routes: a change here is a change to the published OpenAPI and to the
+dashboard's client, and should read as one. The class names are the schema names — renaming
+one is an API change.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..backfill import HARD_CEILING
+from ..clock import iso_z
+from ..enums import RunStatus
+from ..errors import BackfillRequestError, InvalidQueryError, shown
+from ..pauses import MAX_REASON_LENGTH
+from ..store import PauseRecord, RunRecord
+from .trigger import RunView
+
+
+class InspectRunView(RunView):
+    """One run with everything the dashboard shows."""
+
+    trigger: str
+    coordination_outcome: str
+    replica_id: str
+    heartbeat_at: str | None
+    duration_ms: int | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> InspectRunView:
+        base = RunView.of(run).model_dump()
+        duration = (
+            None
+            if run.fired_at is None or run.finished_at is None
+            else int((run.finished_at - run.fired_at).total_seconds() * 1000)
+        )
+        return cls(
+            **base,
+            trigger=run.trigger.value,
+            coordination_outcome=run.coordination_outcome.value,
+            replica_id=run.replica_id,
+            heartbeat_at=None if run.heartbeat_at is None else iso_z(run.heartbeat_at),
+            duration_ms=duration,
+        )
+
+
+class BackfillRequest(BaseModel):
+    """``POST /_voltro/inspect/schedules/{name}/backfill``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    start: str = Field(
+        alias="from",
+        description="ISO-8601 instant with a zone; exclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
+    end: str = Field(
+        alias="to",
+        description="ISO-8601 instant with a zone; inclusive.",
+        json_schema_extra={"format": "date-time"},
+    )
+    confirm: bool = Field(default=False, description="Required above 25 occurrences.")
+    limit: int | None = Field(
+        default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
+    )
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class PauseRequest(BaseModel):
+    """``POST /_voltro/inspect/schedules/{name}/pause`` (the body is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON_LENGTH,
+        description="Why, for the listing and the dashboard (e.g. a ticket).",
+    )
+
+
+class PauseView(_Camel):
+    """Who paused a schedule, when and why."""
+
+    paused_at: str
+    paused_by: str = Field(description="The role of the token that paused it (operator).")
+    reason: str | None
+
+    @classmethod
+    def of(cls, record: PauseRecord) -> PauseView:
+        return cls(
+            paused_at=iso_z(record.paused_at), paused_by=record.paused_by, reason=record.reason
+        )
+
+
+class PauseAnswer(_Camel):
+    """What pause and resume answer."""
+
+    name: str
+    paused: bool = Field(description="Whether the schedule is paused after this call.")
+    changed: bool = Field(description="False when it already was in that state.")
+    pause: PauseView | None = Field(description="The pause in force (null once resumed).")
+    resumed_at: str | None = Field(description="When it was resumed (resume only).")
+
+
+class ScheduleView(_Camel):
+    """One schedule as the listing shows it."""
+
+    name: str
+    cron: str
+    timezone: str
+    trigger: str = Field(description="self | external (the effective trigger)")
+    on_overlap: str
+    backfill: str
+    max_runtime_ms: int
+    description: str | None
+    next_firing: str | None = Field(
+        description="The next occurrence this replica's timer will fire (self) or the next "
+        "occurrence the platform should call (external); null while paused."
+    )
+    last_run: InspectRunView | None = Field(description="The newest clock-driven run.")
+    paused: bool
+    pause: PauseView | None = Field(description="Who paused it, when and why (null if not).")
+
+
+class ScheduleList(_Camel):
+    """``GET /_voltro/inspect/schedules``."""
+
+    coordination: str = Field(description="The effective coordination, shown once.")
+    replica_id: str = Field(description="The replica that answered.")
+    fires_here: bool = Field(
+        description="Whether this process arms the timer (false on the non-firing workers of a "
+        "shared SQLite file: they serve the routes, another process fires)."
+    )
+    now: str = Field(description="The answering replica's clock (for countdowns).")
+    schedules: list[ScheduleView]
+
+
+class RunPage(_Camel):
+    """``GET /_voltro/inspect/schedules/runs``: newest first."""
+
+    runs: list[InspectRunView]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
+class FireAnswer(_Camel):
+    """``POST /_voltro/inspect/schedules/{name}/fire``."""
+
+    status: Literal["accepted"]
+    run_id: str = Field(description="Poll the runs listing (or /_voltro/schedules/runs/{runId}).")
+    scheduled_at: str = Field(description="The instant of the click.")
+
+
+def encode_cursor(run: RunRecord) -> str:
+    """An opaque keyset cursor: the last row's ``(scheduled_at, id)``."""
+    raw = json.dumps([run.scheduled_at.isoformat(), run.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        instant = datetime.fromisoformat(at)
+        if instant.tzinfo is None or not isinstance(run_id, str):
+            raise ValueError
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidQueryError(
+            "cursor is not a cursor this API handed out — pass the nextCursor of the previous "
+            "page unchanged, or omit it for the newest page"
+        ) from None
+    return instant, run_id
+
+
+def parse_statuses(values: list[str] | None) -> list[RunStatus] | None:
+    """``status=queued&status=running`` or ``status=queued,running``."""
+    if not values:
+        return None
+    wanted: list[RunStatus] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                wanted.append(RunStatus(part))
+            except ValueError:
+                allowed = "|".join(s.value for s in RunStatus)
+                shown = part if len(part) <= 40 else part[:40] + "…"
+                raise InvalidQueryError(
+                    f"status={shown!r} is not a run status — use {allowed} (repeat the "
+                    "parameter or separate with commas)"
+                ) from None
+    return wanted or None
+
+
+def backfill_request(raw: bytes) -> BackfillRequest:
+    """The backfill body, or :class:`BackfillRequestError` (422) naming each bad field."""
+    try:
+        return BackfillRequest.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        problems = []
+        for item in exc.errors()[:5]:
+            where = ".".join(shown(str(p), 60) for p in item["loc"]) or "body"
+            got = f" (got {shown(item['input'])})" if "input" in item else ""
+            problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
+        raise BackfillRequestError(
+            "invalid backfill request — " + "; ".join(problems) + ' — send a JSON object '
+            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
+        ) from None
+
+
+__all__ = [
+    "BackfillRequest",
+    "FireAnswer",
+    "InspectRunView",
+    "PauseAnswer",
+    "PauseRequest",
+    "PauseView",
+    "RunPage",
+    "ScheduleList",
+    "ScheduleView",
+    "backfill_request",
+    "decode_cursor",
+    "encode_cursor",
+    "parse_statuses",
+]
