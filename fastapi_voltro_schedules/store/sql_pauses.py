@@ -1,0 +1,50 @@
+"""Pauses: one row per schedule, written conditionally, so operators pausing or resuming at
+once all end on the same row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from . import statements as q
+from .base import PauseRecord
+from .sql_connections import SQLConnections, aware
+
+
+class SQLPauses(SQLConnections):
+    """The pauses of :class:`~.sql.SQLStore`."""
+
+    async def pause(
+        self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
+    ) -> PauseRecord:
+        aware(paused_at, "paused_at")
+        row = {"name": name, "paused_at": paused_at, "paused_by": paused_by, "reason": reason}
+
+        async def work(conn: AsyncConnection) -> PauseRecord:
+            again = await conn.execute(q.pause_again(name, paused_at, paused_by, reason))
+            if not again.rowcount:
+                await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+            stored = (await conn.execute(q.pauses_select(name))).one()
+            return PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("pause", work)
+
+    async def resume(
+        self, name: str, *, resumed_at: datetime, resumed_by: str
+    ) -> PauseRecord | None:
+        aware(resumed_at, "resumed_at")
+
+        async def work(conn: AsyncConnection) -> PauseRecord | None:
+            await conn.execute(q.pause_resume(name, resumed_at, resumed_by))
+            stored = (await conn.execute(q.pauses_select(name))).first()
+            return None if stored is None else PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("resume", work)
+
+    async def pauses(self) -> list[PauseRecord]:
+        async def work(conn: AsyncConnection) -> list[PauseRecord]:
+            result = await conn.execute(q.pauses_select())
+            return [PauseRecord.from_row(row._mapping) for row in result]
+
+        return await self._attempt("pauses", work, write=False)

@@ -1,0 +1,197 @@
+"""Writes of runs, and the queue line (``take_turn``).
+
+The queue line sits with the writes because a turn is a batch of conditional writes under one
+row lock: when one of them finds its row moved, the whole turn is rolled back and looked at
+again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Insert, Update
+
+from ..enums import RunStatus
+from ..errors import StoreUnavailableError
+from ..models import runs_table
+from . import statements as q
+from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord
+from .sql_connections import RETRY_ATTEMPTS, SQLConnections, aware
+
+
+class _TurnMoved(Exception):
+    """A conditional write of a turn found its row moved: roll back and look again."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SQLWrites(SQLConnections):
+    """The run writes of :class:`~.sql.SQLStore`."""
+
+    async def insert_run(self, run: RunRecord) -> None:
+        await self.insert_runs([run])
+
+    async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
+        if not runs:
+            return
+        for r in runs:
+            aware(r.scheduled_at, "scheduled_at")
+        rows = [r.to_row() for r in runs]
+        await self._write_many("insert_runs", rows, q.insert_runs_array, q.insert_runs)
+
+    async def _write_many(
+        self,
+        op: str,
+        rows: Sequence[Mapping[str, Any]],
+        pg_statement: Callable[[], Any],
+        statement: Callable[[], Insert | Update],
+        **shared: Any,
+    ) -> None:
+        """One hot statement over many rows (``shared`` values are the same for every row).
+
+        Postgres gets each column as one array (``pg_statement``, an ``unnest`` form); the other
+        drivers an ``executemany`` of plain tuples (see :class:`statements.DriverStatement`) in
+        chunks of ``RUN_CHUNK`` rows. Either way SQLAlchemy's per-row parameter processing is
+        skipped: at 10,000 rows it cost more than the database's own work.
+        """
+        dialect = self.engine.dialect
+        if dialect.name == "postgresql":
+            columns = {name: [row[name] for row in rows] for name in rows[0]}
+
+            async def work(conn: AsyncConnection) -> None:
+                await conn.execute(pg_statement(), columns | shared)
+
+        else:
+            stmt = self._driver_statements.get(op)
+            if stmt is None:
+                stmt = self._driver_statements[op] = q.driver_statement(statement(), dialect)
+            tuples = stmt.rows(rows, dialect.name, shared)
+
+            async def work(conn: AsyncConnection) -> None:
+                for start in range(0, len(tuples), q.RUN_CHUNK):
+                    await conn.exec_driver_sql(stmt.sql, tuples[start : start + q.RUN_CHUNK])
+
+        await self._attempt(op, work)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        expect_status: RunStatus | Collection[RunStatus],
+        expect_replica_id: str | None = None,
+        expect_heartbeat_at: datetime | None = UNCHECKED,
+        **values: Any,
+    ) -> bool:
+        if isinstance(expect_status, str):
+            statuses = [RunStatus(expect_status)]
+        else:
+            statuses = [RunStatus(s) for s in expect_status]
+        check = expect_heartbeat_at is not UNCHECKED
+        stmt = q.conditional_update(
+            run_id,
+            statuses,
+            expect_replica_id,
+            values,
+            expect_heartbeat_at if check else None,
+            check_heartbeat=check,
+        )
+
+        async def work(conn: AsyncConnection) -> bool:
+            result = await conn.execute(stmt)
+            return bool(result.rowcount == 1)
+
+        return await self._attempt("update_run", work)
+
+    async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
+        for _ in range(RETRY_ATTEMPTS):
+            try:
+                return await self._attempt("take_turn", self._turn_work(name, decide))
+            except _TurnMoved:
+                continue  # a beat landed between our read and our write: look again
+        raise StoreUnavailableError(
+            f"store take_turn: the line of {name!r} kept moving under {RETRY_ATTEMPTS} looks"
+        )
+
+    def _turn_work(
+        self, name: str, decide: Callable[[list[RunRecord]], D]
+    ) -> Callable[[AsyncConnection], Awaitable[D]]:
+        async def work(conn: AsyncConnection) -> D:
+            now = _utcnow()
+            # The lock: an UPDATE of the line's claims row (created on first use). Insert-then-
+            # update would deadlock on MySQL (two shared locks from the duplicate insert, both
+            # upgrading), so the common path is the update alone.
+            if (await conn.execute(q.line_lock(name, now))).rowcount == 0:
+                row = {"key": name + q.LINE_SUFFIX, "replica_id": "", "claimed_at": now}
+                await conn.execute(q.claim_insert(conn.dialect.name, [row], returning=False))
+                await conn.execute(q.line_lock(name, now))
+            result = await conn.execute(q.runs_in_status([name], LIVE_STATUSES))
+            plan = decide([RunRecord.from_row(r._mapping) for r in result])
+            if plan.insert is not None:
+                await conn.execute(q.insert_runs(), [plan.insert.to_row()])
+            for w in plan.writes:
+                stmt = q.conditional_update(
+                    w.run_id,
+                    [w.expect_status],
+                    w.expect_replica_id,
+                    w.values,
+                    w.expect_heartbeat_at,
+                    check_heartbeat=True,
+                )
+                if (await conn.execute(stmt)).rowcount != 1:
+                    raise _TurnMoved
+            return plan
+
+        return work
+
+    async def finish_runs(
+        self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
+    ) -> None:
+        if not outcomes:
+            return
+        params = [
+            {
+                "b_id": o.run_id,
+                "b_status": o.status.value,
+                "b_finished": aware(o.finished_at, "finished_at"),
+                "b_tag": o.error_tag,
+                "b_message": o.error_message,
+                "b_traceback": o.error_traceback,
+            }
+            for o in outcomes
+        ]
+        names = sorted({o.name for o in outcomes if o.name is not None}) if announce else []
+        if names and self._engine.dialect.name == "postgresql":
+            # The NOTIFY rides in the write's own statement: one round trip, delivered at commit.
+            await self._write_many(
+                "finish_runs",
+                params,
+                q.finish_update_array_announced,
+                q.finish_update,
+                b_replica=replica_id,
+                channel=q.NOTIFY_CHANNEL,
+                names=names,
+            )
+            return
+        await self._write_many(
+            "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
+        )
+
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
+        if at is not None:
+            aware(at, "at")
+        if not run_ids:
+            return 0
+        stmt = q.heartbeat_update(run_ids, at, replica_id, self.engine.dialect.name)
+
+        async def work(conn: AsyncConnection) -> int:
+            return int((await conn.execute(stmt)).rowcount)
+
+        return await self._attempt("heartbeat", work)
+
+    async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
+        return await self._bounded_delete("sweep_runs", runs_table.name, finished_before, limit)

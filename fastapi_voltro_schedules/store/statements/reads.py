@@ -1,0 +1,198 @@
+"""Reads of the runs table, each shaped to ride one index: at a million rows a page, a slot
+lookup or a schedule's last run must not become a scan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Select, String, and_, any_, bindparam, or_, select, text
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.selectable import TextualSelect
+
+from ...enums import RunStatus, Trigger
+from ...models import runs_table
+from ..base import CLOCK_TRIGGERS
+from .dialects import dialect_family
+
+
+def select_runs() -> Select[Any]:
+    """Every column of the runs table."""
+    return select(runs_table)
+
+
+def run_by_id(run_id: str) -> Select[Any]:
+    return select_runs().where(runs_table.c.id == run_id)
+
+
+BY_NAME_INDEX = "ix_voltro_runs_name_scheduled"
+BY_TIME_INDEX = "ix_voltro_runs_scheduled"
+
+
+def _force_index(stmt: Select[Any], index: str) -> Select[Any]:
+    """MariaDB/MySQL only: read through ``index``. MariaDB 10.11 otherwise walks a page of
+    ``name = ? AND scheduled_at < ? ORDER BY scheduled_at DESC LIMIT n`` as a ``ref`` on the
+    name alone — from the schedule's newest row down, 495,000 rows read for 100 at 1 M — and
+    probes a rare schedule's newest row by walking the ``scheduled_at`` index of every
+    schedule. The other dialects plan these right unaided."""
+    hint = f"FORCE INDEX ({index})"
+    return stmt.with_hint(runs_table, hint, "mysql").with_hint(runs_table, hint, "mariadb")
+
+
+def list_runs(
+    name: str | None,
+    limit: int,
+    before: datetime | None,
+    before_id: str | None = None,
+    statuses: Collection[RunStatus] | None = None,
+) -> Select[Any]:
+    c = runs_table.c
+    stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
+    stmt = _force_index(stmt, BY_TIME_INDEX if name is None else BY_NAME_INDEX)
+    if name is not None:
+        stmt = stmt.where(c.name == name)
+    if statuses is not None:
+        stmt = stmt.where(c.status.in_([s.value for s in statuses]))
+    if before is not None and before_id is not None:
+        stmt = stmt.where(
+            or_(c.scheduled_at < before, and_(c.scheduled_at == before, c.id < before_id))
+        )
+    elif before is not None:
+        stmt = stmt.where(c.scheduled_at < before)
+    return stmt
+
+
+def runs_between(
+    after: datetime, until: datetime, limit: int, cursor: tuple[datetime, str] | None
+) -> Select[Any]:
+    """One keyset page of every schedule's runs in ``(after, until]``, oldest first."""
+    c = runs_table.c
+    stmt = (
+        select_runs()
+        .where(c.scheduled_at > after, c.scheduled_at <= until)
+        .order_by(c.scheduled_at, c.id)
+        .limit(limit)
+    )
+    if cursor is not None:
+        at, run_id = cursor
+        stmt = stmt.where(or_(c.scheduled_at > at, and_(c.scheduled_at == at, c.id > run_id)))
+    return _force_index(stmt, BY_TIME_INDEX)
+
+
+def runs_in_status(
+    names: Collection[str], statuses: Collection[RunStatus], dialect_name: str = ""
+) -> Select[Any]:
+    c = runs_table.c
+    # Postgres takes the names as one array: the statement stays the same for any count,
+    # where an expanding IN list is re-rendered (and re-planned) for every new length.
+    named = (
+        c.name == any_(bindparam("names", list(names), type_=postgresql.ARRAY(String)))
+        if dialect_name == "postgresql"
+        else c.name.in_(list(names))
+    )
+    return (
+        select_runs()
+        .where(named, c.status.in_([s.value for s in statuses]))
+        .order_by(c.scheduled_at, c.id)
+    )
+
+
+def queued_rows() -> Select[Any]:
+    c = runs_table.c
+    return select_runs().where(c.status == RunStatus.QUEUED.value).order_by(c.scheduled_at, c.id)
+
+
+def silent_runs(
+    names: Collection[str],
+    statuses: Collection[RunStatus],
+    cutoff: datetime,
+    dialect_name: str,
+) -> Select[Any]:
+    """Rows of ``names`` in ``statuses`` with no sign of life at or after ``cutoff``: read
+    through ``ix_voltro_runs_name_status_scheduled`` (live rows only), then filtered."""
+    c = runs_table.c
+    return runs_in_status(names, statuses, dialect_name).where(
+        or_(c.heartbeat_at.is_(None), c.heartbeat_at < cutoff),
+        or_(c.fired_at.is_(None), c.fired_at < cutoff),
+    )
+
+
+def run_for_slot(name: str, scheduled_at: datetime, trigger: Trigger) -> Select[Any]:
+    """The oldest row of one slot (served by ``ix_voltro_runs_name_scheduled``)."""
+    c = runs_table.c
+    return (
+        select_runs()
+        .where(c.name == name, c.scheduled_at == scheduled_at, c.trigger == trigger.value)
+        .order_by(c.id)
+        .limit(1)
+    )
+
+
+def succeeded_slots(name: str, after: datetime, until: datetime) -> Select[Any]:
+    c = runs_table.c
+    return select(c.scheduled_at).where(
+        c.name == name,
+        c.status == RunStatus.SUCCEEDED.value,
+        c.scheduled_at > after,
+        c.scheduled_at <= until,
+    )
+
+
+def _names_source(dialect_name: str) -> str:
+    """The derived table of schedule names ``last_runs`` walks, fed by ONE parameter
+    ``:names`` (the statement text never changes with the count, so it is prepared once)."""
+    family = dialect_family(dialect_name)
+    if family == "postgresql":
+        return "unnest(CAST(:names AS VARCHAR[])) AS n(name)"
+    if family == "sqlite":
+        return "(SELECT value AS name FROM json_each(:names)) AS n"
+    if family == "mysql":
+        # MariaDB >= 10.6 / MySQL >= 8.0 (the JSON array is what ``last_runs_params`` builds)
+        return "JSON_TABLE(:names, '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS n"
+    raise ValueError(f"no last_runs statement for dialect {dialect_name!r}")
+
+
+@cache
+def last_runs(dialect_name: str) -> TextualSelect:
+    """The newest clock-driven row of each name: one index probe per name, not a scan.
+
+    For each name a correlated ``ORDER BY scheduled_at DESC, id DESC LIMIT 1`` walks
+    ``ix_voltro_runs_name_scheduled`` backwards from the newest row and stops at the first
+    ``self``/``external`` one, then the row is fetched by primary key. The cost per name is the
+    rows newer than its last clock-driven one (``manual`` rows only), whatever the ledger's
+    size. The window function this replaces (``ROW_NUMBER() OVER (PARTITION BY name …)``) read
+    every row of every named schedule: 2.5 s at 1 M rows.
+
+    One parameter, ``:names`` — build it with :func:`last_runs_params`.
+    """
+    table = runs_table.name
+    clock = ", ".join(f"'{t.value}'" for t in CLOCK_TRIGGERS)
+    columns = ", ".join(f'r."{c.name}"' for c in runs_table.c)
+    hint = ""
+    if dialect_family(dialect_name) == "mysql":
+        columns = ", ".join(f"r.`{c.name}`" for c in runs_table.c)
+        trigger = "p.`trigger`"
+        hint = f" FORCE INDEX ({BY_NAME_INDEX})"  # see _force_index
+    else:
+        trigger = 'p."trigger"'
+    pick = (
+        f"SELECT p.id FROM {table} AS p{hint} WHERE p.name = n.name AND {trigger} IN ({clock}) "
+        "ORDER BY p.scheduled_at DESC, p.id DESC LIMIT 1"
+    )
+    sql = (
+        f"SELECT {columns} FROM (SELECT ({pick}) AS pick FROM {_names_source(dialect_name)}) "
+        f"AS picks JOIN {table} AS r ON r.id = picks.pick"
+    )
+    return text(sql).columns(*runs_table.c)
+
+
+def last_runs_params(names: Sequence[str], dialect_name: str) -> dict[str, Any]:
+    """The ``:names`` parameter of :func:`last_runs`: an array on Postgres, a JSON array
+    elsewhere."""
+    if dialect_family(dialect_name) == "postgresql":
+        return {"names": list(names)}
+    return {"names": json.dumps(list(names))}
