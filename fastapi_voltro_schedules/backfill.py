@@ -49,7 +49,7 @@ EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
 """Instants a caller may name (range bounds, the runs cursor, a stated arrival time) lie in
 ``[EARLIEST_INSTANT, LATEST_INSTANT]``: far around any instant a schedule fires at, and far
-inside what the cron math (which looks 100 years ahead and 5 back) and the ledger columns
+inside what the cron math (which looks 100 years ahead and 400 back) and the ledger columns
 (MariaDB ``DATETIME``: years 1000–9999) can hold. Year 1 or 9999 overflowed them (a 500)."""
 
 INSTANT_RANGE = f"between {iso_z(EARLIEST_INSTANT)[:19]}Z and {iso_z(LATEST_INSTANT)[:19]}Z"
