@@ -2,7 +2,10 @@
 
 Real uvicorn replicas of ``apps.cluster_app`` on one Postgres or MariaDB ledger. Replica B
 runs ``line`` (every second) slowly and replica A fast, so the line grows and B's firings
-wait in it as ``queued`` rows B beats; then B is:
+wait in it as ``queued`` rows B beats. A's clock lags B's by 60 ms (``CLUSTER_CLOCK_LAG_MS``),
+so B wins every slot's claim while it lives: the line is B's to hold, whatever the machine's
+load does to a fair race (under a fair race, A winning every slot for 20 s happened on a busy
+machine, and B never held a waiter). Then B is:
 
 * SIGKILLed — A adopts B's waiters and runs them first, in ``scheduled_at`` order, stamped
   with A's ``replica_id`` and keeping their trigger and coordination outcome; with a tight
@@ -37,6 +40,8 @@ STORES = [
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("mariadb", marks=pytest.mark.mariadb),
 ]
+LOSES_RACES = {"CLUSTER_CLOCK_LAG_MS": "60"}
+"""A's config: fire 60 ms late (under the 75 ms database-clock tolerance of a 300 ms beat)."""
 TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.MISSED, RunStatus.SKIPPED}
 
 
@@ -93,7 +98,7 @@ def test_sigkilled_replicas_waiters_are_adopted_in_order_or_missed_past_the_boun
         store,
         tmp_path,
         b={"CLUSTER_LINE_SECONDS": "3", **beats},
-        a={"CLUSTER_LINE_SECONDS": "0.3", **beats},
+        a={"CLUSTER_LINE_SECONDS": "0.3", **LOSES_RACES, **beats},
     )
     with uvicorn_cluster(tmp_path, [env_b, env_a]) as (b, a):
         wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 2, 20, what="B's waiters")
@@ -164,7 +169,7 @@ def test_a_waiter_stalled_for_less_than_three_beats_is_not_adopted_and_runs_once
         store,
         tmp_path,
         b={"CLUSTER_LINE_SECONDS": "1.5", **beats},
-        a={"CLUSTER_LINE_SECONDS": "0.3", **beats},
+        a={"CLUSTER_LINE_SECONDS": "0.3", **LOSES_RACES, **beats},
     )
     with uvicorn_cluster(tmp_path, [env_b, env_a]) as (b, a):
         wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 1, 20, what="B's waiters")

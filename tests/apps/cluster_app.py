@@ -20,6 +20,10 @@ distinct replicas of one deployment:
   ``CLUSTER_EXT_CRON`` (default ``* * * * *``): driven by POSTs to its trigger route.
 - ``CLUSTER_TICKS``               when set to N, N more every-second no-op schedules
   ``tick0`` … ``tick<N-1>`` (``CLUSTER_TICKS_BACKFILL``, default ``all``, is their backfill).
+- ``CLUSTER_CLOCK_LAG_MS``        when set, this replica's wall clock runs that far behind (kept
+  under the database clock's tolerance, a quarter heartbeat, so it is used as it is): it fires
+  each slot that late and the other replicas win every claim race — for a test that needs one
+  replica, and only that one, to hold the line.
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -31,6 +35,7 @@ import json
 import os
 import random
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -41,6 +46,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    SystemClock,
     define_schedule,
     schedules_router,
 )
@@ -146,7 +152,18 @@ def _schedules() -> list[Schedule]:
     return out
 
 
-scheduling = Scheduling(_schedules(), config=config)
+class _LaggingClock(SystemClock):
+    def __init__(self, lag_ms: float) -> None:
+        self.lag = timedelta(milliseconds=lag_ms)
+
+    def now(self) -> datetime:
+        return super().now() - self.lag
+
+
+_lag_ms = os.environ.get("CLUSTER_CLOCK_LAG_MS")
+scheduling = Scheduling(
+    _schedules(), config=config, clock=_LaggingClock(float(_lag_ms)) if _lag_ms else None
+)
 app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
 app.include_router(schedules_router)  # inspect routes (pause/resume) when a token is set
 
