@@ -150,13 +150,19 @@ def test_first_arrival_is_accepted_and_runs_once(server: Server, marker_dir: Pat
     assert len(markers(marker_dir, "hourly", "20260302T090000")) == 1
 
 
-def test_poll_until_terminal(server: Server) -> None:
+def test_poll_until_terminal(server: Server, marker_dir: Path) -> None:
     set_clock(server, "2026-03-03T10:00:05+00:00")
-    r = trigger(server, "hourly")
-    assert r.status_code == 202, r.text
-    run_id = r.json()["runId"]
-    seen = poll_terminal(server, run_id)
-    # the handler sleeps 0.3 s: the first poll (right after the 202) sees it running
+    hold = marker_dir / "hold"  # the handler finishes only once the test lets it
+    hold.touch()
+    try:
+        r = trigger(server, "hourly")
+        assert r.status_code == 202, r.text
+        run_id = r.json()["runId"]
+        # the first poll (right after the 202) sees it running
+        first = get_run(server, run_id).json()
+    finally:
+        hold.unlink()
+    seen = [first, *poll_terminal(server, run_id)]
     assert seen[0]["status"] == "running" and seen[0]["terminal"] is False
     assert seen[0]["finishedAt"] is None
     final = seen[-1]

@@ -12,6 +12,8 @@ Environment:
 - ``EXT_MARKER_DIR``      every handler execution creates one empty file there, first thing:
                           ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``.
 - ``EXT_HANDLER_SECONDS`` how long each handler sleeps (real time), default ``0``.
+- a file ``hold`` in ``EXT_MARKER_DIR``: while it exists, handlers wait (at most 20 s) before
+  they finish — a test that must see a run ``running`` holds it there, whatever the load.
 
 Schedules: ``hourly`` (``0 * * * *`` UTC), ``minutely`` (``* * * * *`` UTC), ``failing``
 (``30 9 * * *`` UTC, raises), ``berlinWeekday`` (``0 9 * * 1-5`` Europe/Berlin) — all
@@ -60,6 +62,10 @@ async def _work(ctx: ScheduleContext) -> None:
         (Path(_MARKERS) / name).touch(exist_ok=False)
     if _SLEEP:
         await anyio.sleep(_SLEEP)
+    if _MARKERS:
+        with anyio.move_on_after(20):
+            while (Path(_MARKERS) / "hold").exists():
+                await anyio.sleep(0.02)
 
 
 async def _failing(ctx: ScheduleContext) -> None:
