@@ -66,7 +66,17 @@ async def database_clock(local: Clock, store: Store, config: SchedulingConfig) -
     warns when this host's own clock is off by more than :data:`CLOCK_DRIFT_WARN_SECONDS`."""
     tolerance = min(timedelta(seconds=1), timedelta(milliseconds=config.schedule_heartbeat_ms / 4))
     clock = DatabaseClock(local, store.database_now, tolerance)
-    await clock.resync()
+    try:
+        await clock.resync()
+    except StoreUnavailableError as exc:
+        # the schema check just reached it: a blip, not a reason to refuse to boot
+        logger.warning(
+            "scheduler: could not read the database's clock at boot (%s) — this host's clock "
+            "stands in until the next read, in %.0f s",
+            exc,
+            clock.RESYNC_SECONDS,
+        )
+        return clock
     drift = clock.offset.total_seconds()
     if abs(drift) >= CLOCK_DRIFT_WARN_SECONDS:
         logger.warning(

@@ -153,3 +153,27 @@ async def test_a_replica_whose_clock_stepped_forward_leaves_another_replicas_run
     assert abs(a_now - datetime.now(UTC)) < timedelta(seconds=5)
     assert all(abs(r.fired_at - datetime.now(UTC)) < timedelta(seconds=30) for r in skipped)
     assert isinstance(a.clock, SteppedClock)  # given back after the run
+
+
+async def test_a_failed_clock_read_at_boot_is_logged_and_the_host_clock_stands_in(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The schema check has just reached the database: one failed read of its clock is a blip,
+    not a reason to refuse to boot. The host's clock stands in until the next read."""
+    from fastapi_voltro_schedules.errors import StoreUnavailableError
+    from fastapi_voltro_schedules.store import SQLStore
+
+    await upgrade_to_head(postgres_url)
+
+    async def unreachable(self: SQLStore) -> datetime:
+        raise StoreUnavailableError("database_now: connection refused")
+
+    monkeypatch.setattr(SQLStore, "database_now", unreachable)
+    scheduling = Scheduling(
+        [], config=SchedulingConfig(database_url=postgres_url, replica_id="pod-a")
+    )
+    async with scheduling.run():
+        clock = scheduling.clock
+        assert isinstance(clock, DatabaseClock)
+        assert abs(clock.now() - datetime.now(UTC)) < timedelta(seconds=5)
+    assert "could not read the database's clock at boot" in caplog.text
