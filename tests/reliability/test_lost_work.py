@@ -295,10 +295,12 @@ async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
     app = FastAPI()
     app.include_router(schedules_router)
     stop = anyio.Event()
+    booted = anyio.Event()
     answers: dict[str, httpx.Response] = {}
 
     async def serve() -> None:
         async with s.run(app):
+            booted.set()  # what a server's lifespan waits for before it takes requests
             await stop.wait()
 
     async with (
@@ -306,7 +308,8 @@ async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
     ):
         tg.start_soon(serve)
-        await until(lambda: _true(s.engine is not None and s.store is not None))
+        with anyio.fail_after(15):
+            await booted.wait()
         first = await http.post("/_voltro/inspect/schedules/held/fire", headers=INSPECT_AUTH)
         assert first.status_code == 202, first.text
         await until(lambda: _true(gate.inside == 1))
