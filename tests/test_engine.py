@@ -230,9 +230,11 @@ async def test_watchdog_abandons_a_thread_handler(sqlite_url: str) -> None:
 
 async def test_heartbeat_bumps_a_long_run_and_not_a_short_one(sqlite_url: str) -> None:
     release = anyio.Event()
+    entered = anyio.Event()
 
     @define_schedule(name="long", cron="0 12 * * *", timezone="UTC", on_overlap="parallel")
     async def long(ctx: ScheduleContext) -> None:
+        entered.set()
         await release.wait()
 
     @define_schedule(name="short", cron="0 12 * * *", timezone="UTC")
@@ -252,6 +254,11 @@ async def test_heartbeat_bumps_a_long_run_and_not_a_short_one(sqlite_url: str) -
 
         await wait_until(short_done)
         await wait_until(long_running)
+        # The handler itself has started, so the watchdog watches it from this instant: a row
+        # alone does not say so, and a run watched only after the next advance would beat a
+        # second later than the loop below expects.
+        with anyio.fail_after(5):
+            await entered.wait()
         assert (await runs_of(s, "long"))[0].heartbeat_at is None
         for beat in range(1, 4):
             await clock.advance(1.0)
