@@ -68,6 +68,10 @@ class DatabaseClock:
     """
 
     RESYNC_SECONDS = 30.0
+    SAMPLES = 4
+    """Reads per :meth:`resync`; the one with the shortest round trip is kept (NTP's clock
+    filter): a first statement on a connection can take 10–20 ms, and half of that would be
+    the estimate's error."""
 
     def __init__(
         self,
@@ -76,18 +80,13 @@ class DatabaseClock:
         tolerance: timedelta = timedelta(0),
     ) -> None:
         self.local = local
-        self.tolerance = tolerance
         """The process's clock: its ``monotonic()`` and ``sleep()`` are used as they are."""
+        self.tolerance = tolerance
         self._read = read
         self._base = local.now()
         self._at = local.monotonic()
         self.offset = timedelta(0)
         """Database time − this host's wall time at the last read (for logs and tests)."""
-
-    SAMPLES = 4
-    """Reads per :meth:`resync`; the one with the shortest round trip is kept (NTP's clock
-    filter): a first statement on a connection can take 10–20 ms, and half of that would be
-    the estimate's error."""
 
     async def resync(self) -> None:
         """Read the database's clock; the midpoint of the quickest round trip is taken as the

@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from support.clocks import SteppedClock
 
 from fastapi_voltro_schedules import (
     RunStatus,
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
-    SystemClock,
     define_schedule,
 )
 from fastapi_voltro_schedules.clock import DatabaseClock
@@ -29,16 +29,6 @@ from fastapi_voltro_schedules.testing import ManualClock
 HEARTBEAT_MS = 200
 """A run silent for 3 beats (0.6 s) is dead: a one-hour step is far past it."""
 STEP = timedelta(hours=1)
-
-
-class SteppedClock(SystemClock):
-    """The real clock of a host whose wall time stepped ``step`` away (a bad NTP step)."""
-
-    def __init__(self, step: timedelta) -> None:
-        self.step = step
-
-    def now(self) -> datetime:
-        return super().now() + self.step
 
 
 # ------------------------------------------------------------------------- the clock itself

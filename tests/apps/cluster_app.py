@@ -35,18 +35,18 @@ import json
 import os
 import random
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
+from support.clocks import SteppedClock
 
 from fastapi_voltro_schedules import (
     Schedule,
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
-    SystemClock,
     define_schedule,
     schedules_router,
 )
@@ -152,17 +152,11 @@ def _schedules() -> list[Schedule]:
     return out
 
 
-class _LaggingClock(SystemClock):
-    def __init__(self, lag_ms: float) -> None:
-        self.lag = timedelta(milliseconds=lag_ms)
-
-    def now(self) -> datetime:
-        return super().now() - self.lag
-
-
 _lag_ms = os.environ.get("CLUSTER_CLOCK_LAG_MS")
 scheduling = Scheduling(
-    _schedules(), config=config, clock=_LaggingClock(float(_lag_ms)) if _lag_ms else None
+    _schedules(),
+    config=config,
+    clock=SteppedClock(-timedelta(milliseconds=float(_lag_ms))) if _lag_ms else None,
 )
 app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
 app.include_router(schedules_router)  # inspect routes (pause/resume) when a token is set
