@@ -82,6 +82,9 @@ class Dispatcher:
         self._runs: TaskGroup | None = None
         self.closing = False
         """Shutdown began: nothing new is admitted (see :meth:`admit`)."""
+        self.quiet: Callable[[], None] | None = None
+        """Told when a herd's handlers have all started (the engine's garbage-collection
+        pacing, see :mod:`.gcpacing`)."""
         self._manual: dict[str, str | None] = {}
         """Per schedule, the Run now in flight here (its run id; ``None`` while admitting)."""
 
@@ -181,7 +184,7 @@ class Dispatcher:
         loop starts tasks, and on Postgres the extra round trips cost more than they overlap.
         """
         starts = await self.admitter.admit_batch(items)
-        await self.runner.execute_many(starts, self._handler_done, self._recorded)
+        await self.runner.execute_many(starts, self._handler_done, self._recorded, self.quiet)
 
     async def fire_slots(self, schedule: Schedule, slots: list[datetime]) -> None:
         """Several slots of one schedule came due at once (fell behind): the backfill policy

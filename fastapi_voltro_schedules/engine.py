@@ -6,6 +6,7 @@
 * :mod:`.coordination` — admission: gates (single, claim) and overlap rules (skip, queue).
 * :mod:`.catchup` — the boot backfill.
 * :mod:`.maintenance` — reaper, retention, write-off of orphaned queued rows.
+* :mod:`.gcpacing` — full garbage collections moved into the quiet after a herd started.
 
 Arrows point down: timer → dispatcher → coordination → store.
 """
@@ -36,6 +37,7 @@ from .coordination import (
 )
 from .dispatcher import Dispatcher, Firing
 from .enums import ChangeStrategy, Coordination, RunStatus, Trigger
+from .gcpacing import shared_pacer
 from .logs import logger
 from .maintenance import Maintenance
 from .metrics import QueueMetrics, default_queue_metrics
@@ -142,6 +144,8 @@ class Engine:
         # The NOTIFY rides in the terminal write's own transaction: no round trip of its own.
         runner.ledger.announce = self.listens
         self.timer = Timer(clock, self.dispatcher, pauses)
+        self.pacer = shared_pacer()
+        self.dispatcher.quiet = self._quiet
         self.maintenance = Maintenance(
             store=store,
             clock=clock,
@@ -159,6 +163,7 @@ class Engine:
     async def supervise(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Catch up on slots missed while down, arm every schedule, keep firing until
         :meth:`stop`."""
+        self.pacer.follow()
         try:
             async with anyio.create_task_group() as runs:
                 self.dispatcher.bind(runs)
@@ -194,6 +199,11 @@ class Engine:
         finally:
             self.dispatcher.bind(None)
             self._stopped.set()
+
+    def _quiet(self) -> None:
+        """A herd's handlers have started: a full collection about to come due runs now, if
+        nothing is due before it would be over (:mod:`.gcpacing`)."""
+        self.pacer.quiet(self.timer.seconds_until_next(self.clock.now()))
 
     async def _listen(self) -> None:
         """cdc: wake this replica's waiters on every other replica's terminal write. A hint:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -108,12 +108,12 @@ class Runner:
                 handler_done()
             with anyio.CancelScope(shield=True):
                 shutdown = self.outcome(schedule, run, watched, None, shutdown=True)
-                await self._finish([(run.name, shutdown)], budget=SHUTDOWN_FINISH_BUDGET_S)
+                await self._finish([shutdown], budget=SHUTDOWN_FINISH_BUDGET_S)
             raise
         if handler_done is not None:
             handler_done()
         outcome = self.outcome(schedule, run, watched, error)
-        await self._finish([(run.name, outcome)])
+        await self._finish([outcome])
         return outcome.status
 
     async def execute_many(
@@ -121,10 +121,12 @@ class Runner:
         runs: Sequence[tuple[Schedule, RunRecord]],
         handler_done: Callable[[Schedule, RunRecord], None],
         recorded: Callable[[Sequence[RunOutcome]], None],
+        started: Callable[[], None] | None = None,
     ) -> None:
         """Run the herd's admitted firings (see :class:`RunBatch`); returns once every outcome
-        is recorded. ``recorded`` is told after each terminal write."""
-        await RunBatch(self, handler_done, recorded).run(runs)
+        is recorded. ``recorded`` is told after each terminal write, ``started`` once every
+        handler has taken its first step."""
+        await RunBatch(self, handler_done, recorded, started).run(runs)
 
     def outcome(
         self,
@@ -185,13 +187,12 @@ class Runner:
         return run_fields(run.name, run.id, slot, status.value, trigger=run.trigger.value, **more)
 
     async def _finish(
-        self, ended: list[tuple[str, RunOutcome]], *, budget: float = FINISH_RETRY_BUDGET_S
+        self, outcomes: Sequence[RunOutcome], *, budget: float = FINISH_RETRY_BUDGET_S
     ) -> None:
-        """Write the terminal statuses (each with its schedule's name, for the warning), each
-        iff its row is still ours and ``running`` — retried with backoff for ``budget``
+        """Write the terminal statuses (each carries its schedule's name, for the warning),
+        each iff its row is still ours and ``running`` — retried with backoff for ``budget``
         seconds while the store is unreachable (a blip at the end of a run must not turn a
         success into ``abandoned``). While retrying, the rows keep beating."""
-        outcomes = [outcome for _, outcome in ended]
         give_up = anyio.current_time() + budget
         beating: list[Watched] = []
         error: StoreUnavailableError | None = None
@@ -204,7 +205,7 @@ class Runner:
                         logger.info(
                             "schedule: outcome recorded after %d retries  name=%s runId=%s",
                             attempt,
-                            ended[0][0],
+                            outcomes[0].name,
                             outcomes[0].run_id,
                         )
                     return
@@ -218,7 +219,7 @@ class Runner:
                             "schedule: could not record the outcome — retrying for up to %g s  "
                             "name=%s runId=%s status=%s runs=%d: %s",
                             budget,
-                            ended[0][0],
+                            outcomes[0].name,
                             outcomes[0].run_id,
                             outcomes[0].status.value,
                             len(outcomes),
@@ -233,17 +234,20 @@ class Runner:
         if error is not None:
             # The rows stay `running`; without beats they read dead after 3 intervals and the
             # next replica to look marks them abandoned.
-            name, first = ended[0]
-            others = len({n for n, _ in ended}) - 1
+            first = outcomes[0]
+            name = first.name
+            others = len({o.name for o in outcomes}) - 1
             logger.warning(
                 "schedule: could not record the outcome  name=%s%s runId=%s status=%s runs=%d: %s",
                 name,
                 f" (+{others} more schedules)" if others else "",
                 first.run_id,
                 first.status.value,
-                len(ended),
+                len(outcomes),
                 error,
-                extra=run_fields(name, first.run_id, outcome=first.status.value, runs=len(ended)),
+                extra=run_fields(
+                    name or "", first.run_id, outcome=first.status.value, runs=len(outcomes)
+                ),
             )
 
     def _keep_beating(self, outcome: RunOutcome) -> Watched:
@@ -296,22 +300,31 @@ class RunBatch:
         runner: Runner,
         handler_done: Callable[[Schedule, RunRecord], None],
         recorded: Callable[[Sequence[RunOutcome]], None],
+        started: Callable[[], None] | None = None,
     ) -> None:
         self._runner = runner
         self._handler_done = handler_done
         self._recorded = recorded
+        self._started = started
         self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
-        self._ended: list[tuple[str, RunOutcome]] = []
+        self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
 
     def _start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
         runner, loop = self._runner, asyncio.get_running_loop()
+        clock = runner.clock
+        at = (clock.monotonic(), clock.now())
+        done = self._done  # one bound method for the herd, not one per task
         for schedule, run in runs:
             ctx = runner.context(schedule, run)
-            task = loop.create_task(runner._invoke(schedule, ctx))
-            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel)
+            # A plain async handler is the task's own coroutine: no wrapper per firing.
+            handler = schedule.handler
+            direct = handler is not None and schedule.workflow is None and _is_async(schedule)
+            coro = handler(ctx) if direct else runner._invoke(schedule, ctx)  # type: ignore[misc]
+            task = loop.create_task(cast(Coroutine[Any, Any, None], coro))
+            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel, at)
             self._live[task] = (schedule, run, watched)
-            task.add_done_callback(self._done)
+            task.add_done_callback(done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         schedule, run, watched = self._live.pop(task)
@@ -320,19 +333,22 @@ class RunBatch:
         error = None if task.cancelled() else task.exception()
         shutdown = task.cancelled() and not watched.timed_out
         outcome = self._runner.outcome(schedule, run, watched, error, shutdown=shutdown)
-        self._ended.append((run.name, outcome))
+        self._ended.append(outcome)
         self._wake.set()
 
     async def _flush(self, budget: float = FINISH_RETRY_BUDGET_S) -> None:
         ended, self._ended = self._ended, []
         await self._runner._finish(ended, budget=budget)
-        self._recorded([outcome for _, outcome in ended])
+        self._recorded(ended)
 
     async def run(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
         """Start the handlers of ``runs`` (their ``running`` rows are written) and record each
         outcome as it comes."""
         self._start(runs)
         try:
+            if self._started is not None:
+                await asyncio.sleep(0)  # the handlers' tasks were queued first: they run now
+                self._started()
             while self._live or self._ended:
                 if self._ended:
                     await self._flush()

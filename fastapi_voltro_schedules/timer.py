@@ -71,6 +71,13 @@ class Timer:
         armed = self._armed.get(name)
         return None if armed is None else armed.due_at
 
+    def seconds_until_next(self, now: datetime) -> float:
+        """How long nothing is due (at most :data:`MAX_SLEEP_SECONDS`; an entry re-armed since
+        may make it shorter than it is, never longer)."""
+        if not self._instants:
+            return MAX_SLEEP_SECONDS
+        return min(MAX_SLEEP_SECONDS, (self._instants[0] - now).total_seconds())
+
     async def run(self) -> None:
         """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
         while True:
@@ -111,7 +118,11 @@ class Timer:
                 if next_key not in nexts:
                     nexts[next_key] = schedule.next_occurrence(slots[-1])
                 due = nexts[next_key]
-                self.arm(schedule, slots[-1], due + schedule.jitter_at(due))
+                # The entry just popped is the live one: moved to its next instant in place (a
+                # new one per firing was an object per firing for the collector to promote).
+                armed.last_planned = slots[-1]
+                armed.due_at = due + schedule.jitter_at(due)
+                self._enqueue(armed)
                 if self.pauses.is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:

@@ -63,13 +63,19 @@ class Watchdog:
         self._next_beat: float | None = None
 
     def watch(
-        self, run_id: str, fired_at: datetime, deadline: datetime, cancel: Callable[[], object]
+        self,
+        run_id: str,
+        fired_at: datetime,
+        deadline: datetime,
+        cancel: Callable[[], object],
+        at: tuple[float, datetime] | None = None,
     ) -> Watched:
         """Watch a run that must be over by ``deadline`` (a wall instant, what the handler's
         context shows). What is left of it is read off the wall clock once, here — from then
-        on it is elapsed time, whatever the wall clock does."""
-        started = self.clock.monotonic()
-        left = (deadline - self.clock.now()).total_seconds()
+        on it is elapsed time, whatever the wall clock does. ``at``: the clock's
+        ``(monotonic(), now())`` read once for a whole herd started together."""
+        started, now = at if at is not None else (self.clock.monotonic(), self.clock.now())
+        left = (deadline - now).total_seconds()
         watched = Watched(run_id, fired_at, deadline, cancel, started, started + left)
         self._runs[run_id] = watched
         heapq.heappush(self._deadlines, (watched.expires, next(self._seq), watched))

@@ -77,8 +77,12 @@ class Admitter:
         trigger: Trigger,
         outcome: CoordinationOutcome,
         run_id: str | None = None,
+        now: datetime | None = None,
     ) -> RunRecord:
-        now = self.clock.now()
+        """A row of this replica's (``now``: the decision's instant; one per herd, so its rows
+        share one ``fired_at`` the writer converts once)."""
+        if now is None:
+            now = self.clock.now()
         return new_row(schedule.name, slot, status, trigger, outcome, now, self.replica_id, run_id)
 
     # -- one firing -----------------------------------------------------------------------
@@ -270,7 +274,8 @@ class Admitter:
         ``queue`` schedules — those go one by one through :meth:`admit`): one claim statement
         per 1,000 keys, one overlap read, one insert. Returns the runs to start (their
         ``running`` rows are written and they count as in flight)."""
-        items = [(s, slot) for s, slot in items if not self.pauses.holds(s.name, slot)]
+        holds = self.pauses.holds
+        items = [item for item in items if not holds(item[0].name, item[1])]
         if not items:
             return []
         try:
@@ -320,14 +325,23 @@ class Admitter:
                 self._hole(schedule, slot, Trigger.SELF, outcome)
                 continue
             if schedule.on_overlap is OverlapPolicy.SKIP:
-                holder = await self.skip.live_among(schedule, elsewhere.get(schedule.name, []), now)
+                seen = elsewhere.get(schedule.name)
+                # Nothing read for it (no rows, or no cluster to read): only this process's own
+                # runs can hold it, and asking needs no coroutine per schedule of the herd.
+                holder = (
+                    await self.skip.live_among(schedule, seen, now)
+                    if seen
+                    else self.skip.held_here(schedule)
+                )
                 if holder is not None:
                     self.skip.log_skip(schedule, holder, now)
                     skipped = RunStatus.SKIPPED
-                    rows.append(self.row(schedule, slot, skipped, Trigger.SELF, outcome, run_id))
+                    rows.append(
+                        self.row(schedule, slot, skipped, Trigger.SELF, outcome, run_id, now)
+                    )
                     continue
             running = RunStatus.RUNNING
-            run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id)
+            run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id, now)
             rows.append(run)
             starts.append((schedule, run))
         try:

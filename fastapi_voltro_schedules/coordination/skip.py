@@ -42,6 +42,10 @@ class SkipRule:
         rows = await self._store.live_runs(schedule.name)
         return await self.live_among(schedule, rows, now)
 
+    def held_here(self, schedule: Schedule) -> RunRecord | None:
+        """The run of ``schedule`` live in this process, if any (no read)."""
+        return self._inflight.held(schedule.name)
+
     def needs_read(self, schedule: Schedule) -> bool:
         """Whether :meth:`holder` would read the store (the herd reads once for all)."""
         return self._cluster and self._inflight.held(schedule.name) is None

@@ -17,8 +17,10 @@ the engine still fails closed, and now an alert can say so.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from ..clock import iso_z
@@ -48,6 +50,7 @@ class InstrumentedStore(Store):
         self.on_recorded = on_recorded
         self._running: dict[str, str] = {}
         """run id → schedule name of the ``running`` rows this process wrote (the gauge)."""
+        self._by_name: dict[str, _Series] = {}
 
     def __getattr__(self, attribute: str) -> Any:
         # The rest of the inner store's surface (``engine``…), for code that looks past the
@@ -67,59 +70,97 @@ class InstrumentedStore(Store):
     def _error(self, operation: str) -> None:
         self.metrics.store_errors.labels(operation=operation).inc()
 
+    def prepare(self, names: Collection[str]) -> None:
+        """Create the per-schedule series the hot path touches before its handlers start
+        (``running``, ``lag``), at boot: at the first firing of 10,000 schedules their
+        creation promoted enough objects to set off a full garbage collection mid-burst."""
+        for name in names:
+            self._series(name)
+
+    def _series(self, name: str) -> _Series:
+        series = self._by_name.get(name)
+        if series is None:
+            series = self._by_name[name] = _Series(self.metrics, name)
+        return series
+
     def _started(
         self, run_id: str, name: str, trigger: Trigger, scheduled: datetime, fired: datetime | None
     ) -> None:
+        series = self._series(name)
         if run_id not in self._running:
             self._running[run_id] = name
-            self.metrics.running.labels(name=name).inc()
+            series.running.inc()
         if fired is not None and trigger in CLOCK_TRIGGERS:
             # Manual runs are excluded: a range backfill of last month is not a late timer.
-            lag = (fired - scheduled).total_seconds()
-            self.metrics.lag.labels(name=name).observe(max(0.0, lag))
+            series.lag.observe(max(0.0, (fired - scheduled).total_seconds()))
 
     def _ended(self, run_id: str) -> None:
         name = self._running.pop(run_id, None)
         if name is not None:
-            self.metrics.running.labels(name=name).dec()
+            self._series(name).running.dec()
 
     def forget_running(self) -> None:
         """The scheduler stopped: none of its runs execute here any more."""
         for run_id in list(self._running):
             self._ended(run_id)
 
-    def _recorded(self, outcome: RecordedOutcome, *, duration: bool) -> None:
-        m, name = self.metrics, outcome.name
-        m.runs.labels(name=name, status=outcome.status.value, trigger=outcome.trigger.value).inc()
-        if duration and outcome.fired_at is not None and outcome.finished_at is not None:
-            seconds = (outcome.finished_at - outcome.fired_at).total_seconds()
-            m.run_duration.labels(name=name).observe(max(0.0, seconds))
-        if outcome.status is RunStatus.SUCCEEDED and outcome.finished_at is not None:
-            m.last_success.labels(name=name).set(outcome.finished_at.timestamp())
-        logger.debug(
-            "schedule: recorded  name=%s runId=%s status=%s trigger=%s",
-            name,
-            outcome.run_id,
-            outcome.status.value,
-            outcome.trigger.value,
-            extra=run_fields(
+    def _recorded(
+        self,
+        name: str,
+        status: RunStatus,
+        trigger: Trigger,
+        fired_at: datetime | None,
+        finished_at: datetime | None,
+        outcome: Callable[[], RecordedOutcome],
+        *,
+        duration: bool,
+    ) -> None:
+        """Count one terminal row; ``outcome`` builds its :class:`RecordedOutcome`, only when
+        the hook or the debug log wants one (a steady 1,000 a second would otherwise build
+        and drop 1,000 of them)."""
+        series = self._series(name)
+        series.runs(status, trigger).inc()
+        if duration and fired_at is not None and finished_at is not None:
+            series.duration().observe(max(0.0, (finished_at - fired_at).total_seconds()))
+        if status is RunStatus.SUCCEEDED and finished_at is not None:
+            series.last_success().set(finished_at.timestamp())
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if not debug and self.on_recorded is None:
+            return
+        recorded = outcome()
+        if debug:
+            logger.debug(
+                "schedule: recorded  name=%s runId=%s status=%s trigger=%s",
                 name,
-                outcome.run_id,
-                iso_z(outcome.scheduled_at),
-                outcome.status.value,
-                trigger=outcome.trigger.value,
-                error_tag=outcome.error_tag,
-            ),
-        )
+                recorded.run_id,
+                status.value,
+                trigger.value,
+                extra=run_fields(
+                    name,
+                    recorded.run_id,
+                    iso_z(recorded.scheduled_at),
+                    status.value,
+                    trigger=trigger.value,
+                    error_tag=recorded.error_tag,
+                ),
+            )
         if self.on_recorded is not None:
-            self.on_recorded(outcome)
+            self.on_recorded(recorded)
 
     def _observe_rows(self, runs: Sequence[RunRecord]) -> None:
         for run in runs:
             if run.status is RunStatus.RUNNING:
                 self._started(run.id, run.name, run.trigger, run.scheduled_at, run.fired_at)
             elif run.status.terminal:
-                self._recorded(_of_row(run), duration=False)
+                self._recorded(
+                    run.name,
+                    run.status,
+                    run.trigger,
+                    run.fired_at,
+                    run.finished_at,
+                    partial(_of_row, run),
+                    duration=False,
+                )
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -278,13 +319,21 @@ class InstrumentedStore(Store):
             self._error("finish_runs")
             raise
         for o in outcomes:
-            recorded = _of_outcome(o, names[o.run_id], replica_id)
-            if recorded is None:
+            name = o.name or names[o.run_id]
+            if name is None or o.trigger is None or o.scheduled_at is None:
                 logger.warning(
                     "schedule: outcome of run %s carries no schedule name — not counted", o.run_id
                 )
                 continue
-            self._recorded(recorded, duration=True)
+            self._recorded(
+                name,
+                o.status,
+                o.trigger,
+                o.fired_at,
+                o.finished_at,
+                partial(_of_outcome, o, name, o.trigger, o.scheduled_at, replica_id),
+                duration=True,
+            )
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         return await self._counted("heartbeat", self.inner.heartbeat(run_ids, at, replica_id))
@@ -397,16 +446,15 @@ def _of_row(run: RunRecord) -> RecordedOutcome:
     )
 
 
-def _of_outcome(o: RunOutcome, tracked: str | None, replica_id: str) -> RecordedOutcome | None:
-    name = o.name or tracked
-    if name is None or o.trigger is None or o.scheduled_at is None:
-        return None
+def _of_outcome(
+    o: RunOutcome, name: str, trigger: Trigger, scheduled_at: datetime, replica_id: str
+) -> RecordedOutcome:
     return RecordedOutcome(
         name=name,
         run_id=o.run_id,
         status=o.status,
-        trigger=o.trigger,
-        scheduled_at=o.scheduled_at,
+        trigger=trigger,
+        scheduled_at=scheduled_at,
         fired_at=o.fired_at,
         finished_at=o.finished_at,
         error_tag=o.error_tag,
@@ -414,3 +462,40 @@ def _of_outcome(o: RunOutcome, tracked: str | None, replica_id: str) -> Recorded
         error_traceback=o.error_traceback,
         replica_id=replica_id,
     )
+
+
+class _Series:
+    """One schedule's children of the run collectors, looked up once: ``labels()`` validates
+    and locks on every call, and the hot path touches five series per firing. ``running`` and
+    ``lag`` exist from :meth:`InstrumentedStore.prepare` on (a zero is their true value); the
+    others appear with their first observation, as before — a ``last_success`` of 0 would read
+    as "never succeeded since 1970"."""
+
+    __slots__ = ("_duration", "_last_success", "_metrics", "_name", "_runs", "lag", "running")
+
+    def __init__(self, metrics: SchedulerMetrics, name: str) -> None:
+        self._metrics = metrics
+        self._name = name
+        self.running = metrics.running.labels(name=name)
+        self.lag = metrics.lag.labels(name=name)
+        self._duration: Any = None
+        self._last_success: Any = None
+        self._runs: dict[tuple[RunStatus, Trigger], Any] = {}
+
+    def runs(self, status: RunStatus, trigger: Trigger) -> Any:
+        child = self._runs.get((status, trigger))
+        if child is None:
+            child = self._runs[(status, trigger)] = self._metrics.runs.labels(
+                name=self._name, status=status.value, trigger=trigger.value
+            )
+        return child
+
+    def duration(self) -> Any:
+        if self._duration is None:
+            self._duration = self._metrics.run_duration.labels(name=self._name)
+        return self._duration
+
+    def last_success(self) -> Any:
+        if self._last_success is None:
+            self._last_success = self._metrics.last_success.labels(name=self._name)
+        return self._last_success

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Insert, Text, Update, bindparam, insert, literal_column, text
@@ -63,19 +64,34 @@ class DriverStatement:
         ``shared`` (the same for every row), else from the statement's own constants."""
         fixed = {**self.constants, **(shared or {})}
         memo: dict[datetime, Any] = {}  # a batch repeats its slot and its "now" thousands of times
-
-        def convert(name: str, value: Any) -> Any:
-            if name not in self.datetimes or value is None:
-                return value
-            bound = memo.get(value)
-            if bound is None:
-                bound = memo[value] = bind_utc(value, dialect_name)
-            return bound
-
-        return [
-            tuple(convert(n, row[n] if n in row else fixed[n]) for n in self.names)
-            for row in values
-        ]
+        names = self.names
+        instants = [i for i, n in enumerate(names) if n in self.datetimes]
+        # A row that has every bind is read with one itemgetter call (C), and only its
+        # instants are converted; one that lacks some takes them from ``fixed``.
+        whole = len(names) > 1 and bool(values) and all(n in values[0] for n in names)
+        take = itemgetter(*names) if whole else None
+        out: list[tuple[Any, ...]] = []
+        for row in values:
+            picked: tuple[Any, ...] | None = None
+            if take is not None:
+                try:
+                    picked = take(row)
+                except KeyError:
+                    pass
+            if picked is None:
+                picked = tuple(row[n] if n in row else fixed[n] for n in names)
+            if instants:
+                converted = list(picked)
+                for i in instants:
+                    value = converted[i]
+                    if value is not None:
+                        bound = memo.get(value)
+                        if bound is None:
+                            bound = memo[value] = bind_utc(value, dialect_name)
+                        converted[i] = bound
+                picked = tuple(converted)
+            out.append(picked)
+        return out
 
 
 def driver_statement(stmt: Insert | Update, dialect: Dialect) -> DriverStatement:
