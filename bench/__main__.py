@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         for title, module, module_args in (
             ("range backfill  1,000 slots", "bench.range_backfill", extra),
             ("external trigger req/s and the 200-POST duplicate storm", "bench.trigger_rps",
-             ["--seconds", "5" if args.quick else "10"]),
+             ["--seconds", "5" if args.quick else "10", *extra]),
         ):
             print(f"\n## {title}\n```")
             done = subprocess.run(

@@ -113,7 +113,8 @@ class Config:
     def systems(self, *, replicas: bool = False) -> list[System]:
         found = [OURS_SQLITE]
         if self.postgres_url:
-            found.extend([OURS_PG3, OURS_PG3_CLUSTER] if replicas else [OURS_PG])
+            # the herd sets ×3 beside ×1: scaling out must be faster, not only correct
+            found.extend([OURS_PG, OURS_PG3, OURS_PG3_CLUSTER] if replicas else [OURS_PG])
         if self.peers:
             found += [APS3, APS4]
         return found

@@ -1,6 +1,6 @@
 """External trigger throughput against a bare FastAPI route on the same server.
 
-    python -m bench.trigger_rps [--seconds 10] [--concurrency 32]
+    python -m bench.trigger_rps [--seconds 10] [--concurrency 32] [--postgres-url URL]
 
 Starts ``uvicorn bench.trigger_app:app`` on 127.0.0.1 (SQLite ledger in a temp dir), then, from
 this process, keeps ``concurrency`` requests in flight for ``seconds`` against each of:
@@ -11,13 +11,16 @@ this process, keeps ``concurrency`` requests in flight for ``seconds`` against e
   bearer check, snap, claim conflict, lookup of the first run.
 
 Then the duplicate storm: 200 concurrent POSTs for a fresh occurrence — wall time, and that
-exactly one was accepted. Prints req/s and the ratio trigger / bare.
+exactly one was accepted. With ``--postgres-url`` the storm again over two replicas sharing that
+ledger (its tables are reset), alternating between them, with the ledger's rows for the slot.
+Prints req/s and the ratio trigger / bare.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -91,12 +95,80 @@ async def measure(base: str, seconds: float, concurrency: int) -> dict[str, obje
     }
 
 
+@contextlib.contextmanager
+def server(env: dict[str, str], cwd: str) -> Iterator[str]:
+    """``uvicorn bench.trigger_app:app`` on a free local port, until the block ends."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(base + "/openapi.json", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+async def replica_storm(bases: list[str], url: str) -> dict[str, object]:
+    """200 concurrent POSTs for one fresh occurrence, alternating between the replicas; then
+    the ledger's rows for that slot (exactly one run is the claim's whole point)."""
+    from sqlalchemy import func, select
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from fastapi_voltro_schedules.models import runs_table
+
+    slot = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Voltro-Scheduled-At": slot.isoformat()}
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        # warm one connection per replica, so the storm is not a storm of TCP handshakes
+        for base in bases:
+            await client.get(base + "/openapi.json")
+        start = time.perf_counter()
+        answers = await asyncio.gather(*(
+            client.post(f"{bases[i % len(bases)]}/_voltro/schedules/hourly/trigger",
+                        headers=headers)
+            for i in range(200)
+        ))
+        wall = time.perf_counter() - start
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            for _ in range(50):  # the accepted run finishes in the background
+                rows = (await conn.execute(
+                    select(runs_table.c.status, func.count())
+                    .where(runs_table.c.name == "hourly", runs_table.c.scheduled_at == slot)
+                    .group_by(runs_table.c.status)
+                )).all()
+                if rows and all(status != "running" for status, _ in rows):
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        await engine.dispose()
+    return {
+        "storm_wall_ms": wall * 1000,
+        "storm_answers": dict(Counter(a.json()["status"] for a in answers)),
+        "ledger": {str(status): int(n) for status, n in rows},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--postgres-url", help="also the storm over 2 replicas on this ledger (tables reset!)"
+    )
     args = parser.parse_args()
-    port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {
             **os.environ,
@@ -107,23 +179,18 @@ def main() -> None:
             # within the skew of the server's clock (else 409 too_late).
             "VOLTRO_EXTERNAL_TRIGGER_SKEW_MS": str(3 * 3_600_000),
         }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
-            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(100):
-                try:
-                    httpx.get(base + "/openapi.json", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+        with server(env, tmp) as base:
             result = asyncio.run(measure(base, args.seconds, args.concurrency))
-        finally:
-            server.terminate()
-            server.wait(20)
+        replicas: dict[str, object] | None = None
+        if args.postgres_url:
+            from bench.harness import reset_postgres
+
+            reset_postgres(args.postgres_url)
+            pg_env = env | {"VOLTRO_DATABASE_URL": args.postgres_url}
+            with server(pg_env | {"VOLTRO_REPLICA_ID": "storm-a"}, tmp) as a, server(
+                pg_env | {"VOLTRO_REPLICA_ID": "storm-b"}, tmp
+            ) as b:
+                replicas = asyncio.run(replica_storm([a, b], args.postgres_url))
     print(f"trigger route vs bare route, {args.concurrency} in flight, {args.seconds:g} s each")
     print(f"  bare route        : {result['bare_rps']:8,.0f} req/s  {result['bare_codes']}")
     print(f"  trigger (dupes)   : {result['trigger_rps']:8,.0f} req/s  {result['trigger_codes']}")
@@ -132,6 +199,11 @@ def main() -> None:
         f"  200-POST storm    : {result['storm_wall_ms']:,.0f} ms wall, "
         f"answers {result['storm_answers']}"
     )
+    if replicas is not None:
+        print(
+            f"  200-POST storm, 2 replicas on Postgres: {replicas['storm_wall_ms']:,.0f} ms wall, "
+            f"answers {replicas['storm_answers']}, ledger rows for the slot {replicas['ledger']}"
+        )
 
 
 if __name__ == "__main__":

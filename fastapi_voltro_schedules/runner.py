@@ -306,7 +306,10 @@ class RunBatch:
         self._handler_done = handler_done
         self._recorded = recorded
         self._started = started
-        self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord, Watched]] = {}
+        # The admitted (schedule, run) pair is kept as it came, its watch beside it: a new
+        # triple per firing would be one more object per firing for the collector to promote.
+        self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord]] = {}
+        self._watched: dict[asyncio.Task[None], Watched] = {}
         self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
 
@@ -315,7 +318,8 @@ class RunBatch:
         clock = runner.clock
         at = (clock.monotonic(), clock.now())
         done = self._done  # one bound method for the herd, not one per task
-        for schedule, run in runs:
+        for item in runs:
+            schedule, run = item
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
             handler = schedule.handler
@@ -323,11 +327,13 @@ class RunBatch:
             coro = handler(ctx) if direct else runner._invoke(schedule, ctx)  # type: ignore[misc]
             task = loop.create_task(cast(Coroutine[Any, Any, None], coro))
             watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel, at)
-            self._live[task] = (schedule, run, watched)
+            self._live[task] = item
+            self._watched[task] = watched
             task.add_done_callback(done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        schedule, run, watched = self._live.pop(task)
+        schedule, run = self._live.pop(task)
+        watched = self._watched.pop(task)
         self._runner.watchdog.unwatch(watched)
         self._handler_done(schedule, run)
         error = None if task.cancelled() else task.exception()

@@ -383,7 +383,6 @@ class Scheduling:
         if store.supports_multi_instance and isinstance(self.clock, SystemClock):
             self._wall_clock = self.clock
             self.clock = await database_clock(self.clock, self.store, self.config)
-        self.store.prepare([s.name for s in self.schedules])
         self.metrics.watch(self)
         log_boot(self)
         return self.store

@@ -153,9 +153,6 @@ def test_metrics_scraped_over_http_match_the_ledger(tmp_path: Path) -> None:
         for s in samples(text, "voltro_schedule_lag_seconds")
         if s.name.endswith("_count")
     }
-    # every schedule's lag series exists from boot (at zero for one that never fired)…
-    assert set(lags) == {"ok", "boom", "slow", "late"}
-    # …and counts exactly its clock-driven runs
     assert Counter(lags) == Counter(r.name for r in ran if r.trigger is Trigger.SELF)
     lag_sums = {
         s.labels["name"]: s.value

@@ -291,16 +291,14 @@ class Admitter:
             for schedule, slot in items:
                 self.ledger.holes.add(schedule, slot, Trigger.SELF, None)
             return []
-        won = [
-            (schedule, slot, outcome)
-            for (schedule, slot), outcome in zip(items, outcomes, strict=True)
-            if outcome is not None
-        ]
+        # Indices into the herd, not (schedule, slot, outcome) triples: a triple per firing,
+        # alive across the awaits below, was one more object for the collector to promote.
+        won = [i for i, outcome in enumerate(outcomes) if outcome is not None]
         now = self.clock.now()
         elsewhere: dict[str, list[RunRecord]] = defaultdict(list)
         ask = [
             s.name
-            for s, _, _ in won
+            for s in (items[i][0] for i in won)
             if s.on_overlap is OverlapPolicy.SKIP and self.skip.needs_read(s)
         ]
         blind: set[str] = set()
@@ -320,7 +318,10 @@ class Admitter:
                 blind = set(ask)
         rows: list[RunRecord] = []
         starts: list[tuple[Schedule, RunRecord]] = []
-        for (schedule, slot, outcome), run_id in zip(won, new_run_ids(len(won)), strict=True):
+        for i, run_id in zip(won, new_run_ids(len(won)), strict=True):
+            schedule, slot = items[i]
+            outcome = outcomes[i]
+            assert outcome is not None
             if schedule.name in blind:
                 self._hole(schedule, slot, Trigger.SELF, outcome)
                 continue
@@ -355,7 +356,9 @@ class Admitter:
             logger.warning(
                 "schedule: could not record %d firings — not running them: %s", len(rows), exc
             )
-            for schedule, slot, outcome in won:
+            for i in won:
+                schedule, slot = items[i]
+                outcome = outcomes[i]
                 if schedule.name not in blind:
                     self._hole(schedule, slot, Trigger.SELF, outcome)
             return []
