@@ -155,10 +155,12 @@ def reset_postgres(url: str) -> None:
         CLAIMS_TABLE,
         LEASES_TABLE,
         MEMBERS_TABLE,
+        PAUSES_TABLE,
         RUNS_TABLE,
     )
 
-    ours = (RUNS_TABLE, CLAIMS_TABLE, MEMBERS_TABLE, LEASES_TABLE)
+    # every table of ours: one left behind makes the fresh migration's CREATE fail
+    ours = (RUNS_TABLE, CLAIMS_TABLE, MEMBERS_TABLE, LEASES_TABLE, PAUSES_TABLE)
 
     async def reset() -> None:
         engine = create_async_engine(url)
@@ -516,7 +518,8 @@ def _ratio(section: Section, ours: str, peer: str, metric: Metric) -> str:
 def render(sections: list[Section], systems: list[System], env: dict[str, str]) -> str:
     lines = ["# voltro bench", ""]
     lines += [f"- {k}: {v}" for k, v in env.items()]
-    labels = {s.key: s.label for s in [OURS_SQLITE, OURS_SQLITE_FROZEN, *systems, OURS_PG3]}
+    every = [OURS_SQLITE, OURS_SQLITE_FROZEN, *systems, OURS_PG3, OURS_PG3_CLUSTER]
+    labels = {s.key: s.label for s in every}  # the herd's replica rows too
     for section in sections:
         lines += ["", f"## {section.title}"]
         if section.status:
