@@ -323,9 +323,11 @@ class RunBatch:
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
             handler = schedule.handler
-            direct = handler is not None and schedule.workflow is None and _is_async(schedule)
-            coro = handler(ctx) if direct else runner._invoke(schedule, ctx)  # type: ignore[misc]
-            task = loop.create_task(cast(Coroutine[Any, Any, None], coro))
+            if handler is not None and schedule.workflow is None and _is_async(schedule):
+                coro = cast(Coroutine[Any, Any, None], handler(ctx))
+            else:
+                coro = runner._invoke(schedule, ctx)
+            task = loop.create_task(coro)
             watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel, at)
             self._live[task] = item
             self._watched[task] = watched

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from fastapi import FastAPI
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -40,6 +41,7 @@ from fastapi_voltro_schedules.logs import ensure_visible, logger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.runner import ERROR_TRACEBACK_LIMIT, bounded_traceback
 from fastapi_voltro_schedules.store import RunOutcome, RunRecord, create_store, new_run_id
+from fastapi_voltro_schedules.store.instrumented import InstrumentedStore
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
@@ -476,3 +478,56 @@ async def test_several_schedulers_and_apps_in_one_process_share_the_default_seri
     # stopped schedulers are no longer reported
     after = generate_latest(REGISTRY).decode()
     assert 'voltro_schedule_next_fire_timestamp_seconds{name="alpha"}' not in after
+
+
+async def test_the_running_gauge_returns_to_zero_when_grouped_runs_end_before_the_loop_turns(
+    sqlite_url: str,
+) -> None:
+    """Concurrent single firings share one insert (group commit) and a handler that never
+    suspends ends in the same step of the loop: its terminal write reaches the store before
+    the insert's deferred metric observation has run. Every run must still be counted in and
+    out of ``voltro_schedule_running`` — the gauge back at 0, nothing left tracked."""
+    await upgrade_to_head(sqlite_url)
+    metrics = SchedulerMetrics(CollectorRegistry())
+    store = InstrumentedStore(create_store(sqlite_url), metrics)
+    at = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    runs = [
+        RunRecord(
+            id=new_run_id(),
+            name=name,
+            scheduled_at=at,
+            status=RunStatus.RUNNING,
+            trigger=Trigger.SELF,
+            fired_at=at,
+            replica_id="me",
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        await store.insert_runs(runs)
+        # no checkpoint in between: the handlers ended within the insert's own step
+        await store.finish_runs(
+            [
+                RunOutcome(
+                    r.id,
+                    RunStatus.SUCCEEDED,
+                    at,
+                    name=r.name,
+                    trigger=r.trigger,
+                    scheduled_at=r.scheduled_at,
+                    fired_at=r.fired_at,
+                )
+                for r in runs
+            ],
+            "me",
+        )
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()  # let every deferred observation run
+    finally:
+        await store.dispose()
+    assert {name: value(metrics, "voltro_schedule_running", name=name) for name in "ab"} == {
+        "a": 0.0,
+        "b": 0.0,
+    }
+    assert store._running == {}
+    assert value(metrics, "voltro_schedule_lag_seconds_count", name="a") == 1.0

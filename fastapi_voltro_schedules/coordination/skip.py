@@ -48,7 +48,7 @@ class SkipRule:
 
     def needs_read(self, schedule: Schedule) -> bool:
         """Whether :meth:`holder` would read the store (the herd reads once for all)."""
-        return self._cluster and self._inflight.held(schedule.name) is None
+        return self._cluster and self.held_here(schedule) is None
 
     async def live_among(
         self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime

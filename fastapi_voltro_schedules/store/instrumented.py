@@ -77,16 +77,16 @@ class InstrumentedStore(Store):
             series = self._by_name[name] = _Series(self.metrics, name)
         return series
 
-    def _started(
-        self, run_id: str, name: str, trigger: Trigger, scheduled: datetime, fired: datetime | None
-    ) -> None:
-        series = self._series(name)
-        if run_id not in self._running:
-            self._running[run_id] = name
-            series.running.inc()
-        if fired is not None and trigger in CLOCK_TRIGGERS:
-            # Manual runs are excluded: a range backfill of last month is not a late timer.
-            series.lag.observe(max(0.0, (fired - scheduled).total_seconds()))
+    def _count_started(self, new: Sequence[RunRecord], running: Sequence[RunRecord]) -> None:
+        """The running gauge up for ``new`` (runs this process just took on), the firing lag
+        of every one of ``running``."""
+        for run in new:
+            self._series(run.name).running.inc()
+        for run in running:
+            if run.fired_at is not None and run.trigger in CLOCK_TRIGGERS:
+                # Manual runs are excluded: a range backfill of last month is not a late timer.
+                lag = (run.fired_at - run.scheduled_at).total_seconds()
+                self._series(run.name).lag.observe(max(0.0, lag))
 
     def _ended(self, run_id: str) -> None:
         name = self._running.pop(run_id, None)
@@ -141,11 +141,29 @@ class InstrumentedStore(Store):
         if self.on_recorded is not None:
             self.on_recorded(recorded)
 
-    def _observe_rows(self, runs: Sequence[RunRecord]) -> None:
+    def _observe_rows(self, runs: Sequence[RunRecord], *, soon: bool = False) -> None:
+        """Observe committed rows: ``running`` ones in the gauge and the lag, terminal ones as
+        outcomes (counters, the hook — in the order written).
+
+        ``soon``: the ``running`` rows' series are touched two turns of the loop later,
+        behind the handlers their firings start right after this write. A schedule's first
+        firing creates its series, and at 1,000 schedules that creation alone set off a full
+        collection before the herd's handlers had started. Which runs are running here is
+        recorded at once all the same: a handler that ends before the loop turns is counted
+        out by :meth:`_ended`, and the gauge's ``inc`` and ``dec`` meet at the same value in
+        either order."""
+        running = [run for run in runs if run.status is RunStatus.RUNNING]
+        new = [run for run in running if run.id not in self._running]
+        for run in new:
+            self._running[run.id] = run.name
+        if running:
+            if soon:
+                loop = asyncio.get_running_loop()
+                loop.call_soon(loop.call_soon, self._count_started, new, running)
+            else:
+                self._count_started(new, running)
         for run in runs:
-            if run.status is RunStatus.RUNNING:
-                self._started(run.id, run.name, run.trigger, run.scheduled_at, run.fired_at)
-            elif run.status.terminal:
+            if run.status.terminal:
                 self._recorded(
                     run.name,
                     run.status,
@@ -209,16 +227,7 @@ class InstrumentedStore(Store):
         except StoreUnavailableError:
             self._error("insert_runs")
             raise
-        if len(runs) == 1:
-            self._observe_rows(runs)
-            return
-        # A herd's rows are observed once its handlers have taken their first step (they are
-        # started right after this returns, within the same step of the loop; two hops of
-        # call_soon queue the observation behind them). A schedule's first firing creates its
-        # series, and 1,000 schedules' creation set off a full collection before the herd's
-        # handlers had started. Done-callbacks of those handlers queue behind it too.
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._observe_rows, runs)
+        self._observe_rows(runs, soon=True)
 
     async def update_run(
         self,
