@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, inspect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 metadata = MetaData()
@@ -31,5 +32,18 @@ def make_engine(url: str | None = None) -> AsyncEngine:
 
 
 async def create_tables(engine: AsyncEngine) -> None:
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
+    """Create the app's tables if they are not there yet; safe when replicas boot together.
+
+    ``create_all`` checks, then creates: two replicas booting at once on a fresh Postgres both see
+    no table and the slower one's CREATE fails (``pg_type_typname_nsp_index`` or "already exists";
+    on MariaDB error 1050). The loser of that race finds the tables made and carries on; any other
+    failure, or a table still missing, is raised.
+    """
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+    except DBAPIError:
+        async with engine.connect() as conn:
+            present = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+        if not set(metadata.tables) <= present:
+            raise

@@ -49,20 +49,28 @@ def start(port: int, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]
     )
 
 
-def wait_ready(ports: list[int], procs: list[subprocess.Popen[bytes]]) -> None:
+def log_tail(logs: Path, port: int, lines: int = 40) -> str:
+    """The end of a replica's log, so a replica that died says why where the caller looks."""
+    text = (logs / f"replica-{port}.log").read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def wait_ready(ports: list[int], procs: list[subprocess.Popen[bytes]], logs: Path) -> None:
     """Until every replica's ``GET /_voltro/health`` answers 200 (boot takes seconds)."""
     deadline = time.monotonic() + 60
     for port, proc in zip(ports, procs, strict=True):
         while True:
             if proc.poll() is not None:
-                raise SystemExit(f"replica on port {port} exited with {proc.returncode}")
+                raise SystemExit(f"replica on port {port} exited with {proc.returncode}; "
+                                 f"the end of its log:\n{log_tail(logs, port)}")  # fmt: skip
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/_voltro/health").status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit(f"replica on port {port} not healthy after 60 s")
+                raise SystemExit(f"replica on port {port} not healthy after 60 s; "
+                                 f"the end of its log:\n{log_tail(logs, port)}")  # fmt: skip
             time.sleep(0.2)
 
 
@@ -104,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ports = [args.base_port + i for i in range(3)]
     replicas = [start(port, env, args.logs) for port in ports]
     try:
-        wait_ready(ports, replicas)
+        wait_ready(ports, replicas, args.logs)
         since = datetime.now(UTC)
         print(f"replicas ready on ports {ports} (logs: {args.logs}/replica-*.log); "
               f"running {args.seconds:g} s", flush=True)  # fmt: skip
