@@ -51,6 +51,10 @@ class System:
     replicas: int = 1
     coordination: str | None = None
     """Ours only: ``VOLTRO_COORDINATION`` for the worker (unset: derived from the store)."""
+    settle_s: float = 0.0
+    """Ours only: more lead before a herd instant — ``cluster`` settles who owns what over
+    its first beats (each replica takes its share at the beat after it sees the others), and a
+    herd measured before that is one replica's herd, not three."""
     gc_freeze: bool = False
     """Ours only: the worker calls ``gc.freeze()`` once armed, as an app may in its lifespan
     (not a default of the package: it changes the whole process's collector)."""
@@ -74,6 +78,7 @@ OURS_PG3_CLUSTER = System(
     store="postgres",
     replicas=3,
     coordination="cluster",
+    settle_s=6.0,  # three 2 s beats: every replica has seen the others and taken its share
 )
 OURS_SQLITE_FROZEN = System(
     "ours-sqlite-frozen", "ours, SQLite ledger, app calls gc.freeze()", "bench.ours", gc_freeze=True
@@ -419,6 +424,7 @@ def run_herd(
     for system in cfg.systems(replicas=True):
         boot = (boots or {}).get(system.key.replace("×3", ""))
         lead_s = lead or ((boot + 3.0) if boot else DEFAULT_LEAD_S.get(system.key, 6.0))
+        lead_s += system.settle_s
         for i in range(runs):
             cfg.progress(f"herd N={n:,} {system.key} run {i + 1}/{runs}")
             for _attempt in range(2):

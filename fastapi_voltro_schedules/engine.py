@@ -146,6 +146,9 @@ class Engine:
         self.timer = Timer(clock, self.dispatcher, pauses)
         self.pacer = shared_pacer()
         self.dispatcher.quiet = self._quiet
+        self.timer.quiet = self._quiet
+        if self.membership is not None:
+            self.membership.quiet = self._quiet
         self.maintenance = Maintenance(
             store=store,
             clock=clock,

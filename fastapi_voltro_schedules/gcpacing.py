@@ -11,7 +11,8 @@ The pacer follows CPython's own bookkeeping from ``gc.callbacks`` (what each gen
 collection promotes, what a full one leaves behind, how many generation-1 collections passed
 since) and, at a quiet moment the dispatcher offers — a herd's handlers have all started and
 the next instant is further away than a full collection takes — runs the full collection that
-is about to come due anyway. It takes no
+is about to come due anyway (the timer and the cluster beat offer more: a wake with nothing due
+before a long sleep, and the moment after each beat). It takes no
 process-wide decision from the app: thresholds, ``gc.freeze()`` and ``gc.disable()`` stay the
 app's (a disabled collector is never run), and it collects about as often as CPython would, only
 earlier: at most one burst's worth of promotions before the threshold. ``docs/engine.md``
@@ -131,8 +132,15 @@ class CollectionPacer:
             return False  # the app switched automatic collection off: not ours to run
         # CPython's two conditions for a full collection, at a generation-1 collection: more
         # than `threshold[2]` of those since the last full one, and pending >= total / 4 —
-        # both true by the next quiet moment, at the pace of the last bursts.
-        if pending + self._rise < threshold or passes + self._passes <= passes_threshold:
+        # both true by the next quiet moment, at the pace of the last bursts. Once the second
+        # holds already, only passes are missing: a fixed few thousand allocations, which the
+        # next herd makes in its first milliseconds whatever the last quiet stretch looked like
+        # (a takeover or a boot promotes much and passes little; the herd that follows then
+        # collected inside itself).
+        due = pending >= threshold
+        if not due and (
+            pending + self._rise < threshold or passes + self._passes <= passes_threshold
+        ):
             return False
         if seconds < self._full_seconds * PAUSE_SAFETY:
             return False

@@ -13,6 +13,7 @@ silently.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 MAX_SLEEP_SECONDS = 30.0
 """Longest single sleep: every wait is re-evaluated against the wall clock at least this often."""
+IDLE_SECONDS = 1.0
+"""A wake that found nothing due and sleeps at least this long is a quiet moment (see
+:attr:`Timer.quiet`)."""
 
 
 @dataclass(slots=True)
@@ -50,6 +54,11 @@ class Timer:
         self._instants: list[datetime] = []
         self._due: dict[datetime, list[_Armed]] = {}
         self._armed: dict[str, _Armed] = {}
+        self.quiet: Callable[[], None] | None = None
+        """Told when a wake found nothing due and the next instant is at least
+        :data:`IDLE_SECONDS` away — after arming, and on the long sleeps between rare instants
+        (the engine's garbage-collection pacing, :mod:`.gcpacing`: the work done since the last
+        herd, a boot's or a takeover's, is collected before the next herd, not inside it)."""
 
     def arm(
         self, schedule: Schedule, last_planned: datetime, due_at: datetime | None = None
@@ -82,19 +91,23 @@ class Timer:
         """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
         while True:
             now = self.clock.now()
-            self.dispatch_due(now)
+            dispatched = self.dispatch_due(now)
             wait = MAX_SLEEP_SECONDS
             if self._instants:
                 wait = min(wait, (self._instants[0] - now).total_seconds())
+            if not dispatched and wait >= IDLE_SECONDS and self.quiet is not None:
+                self.quiet()
             await self.clock.sleep(max(wait, 0.0))
 
-    def dispatch_due(self, now: datetime) -> None:
+    def dispatch_due(self, now: datetime) -> bool:
+        """Hand every firing due at ``now`` to the dispatcher; whether there was any."""
         # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
         # one cron computation per distinct expression, not one per schedule.
         walks: dict[tuple[int, datetime], tuple[list[datetime], bool]] = {}
         nexts: dict[tuple[int, datetime], datetime] = {}
         herd: list[tuple[Schedule, datetime]] = []
         stepped_back: list[_Armed] = []
+        dispatched = False
         while self._instants and self._instants[0] <= now:
             for armed in self._due.pop(heapq.heappop(self._instants)):
                 schedule = armed.schedule
@@ -129,7 +142,9 @@ class Timer:
                     herd.append((schedule, slots[0]))
                 else:
                     self.dispatcher.spawn(self.dispatcher.fire_slots, schedule, slots)
+                    dispatched = True
         for armed in stepped_back:
             self._enqueue(armed)
         if herd:
             self.dispatcher.spawn(self.dispatcher.fire_batch, herd)
+        return dispatched or bool(herd)

@@ -92,6 +92,26 @@ def test_a_due_collection_runs_at_the_quiet_moment(pacer: CollectionPacer) -> No
     assert live  # kept alive through it
 
 
+def test_a_collection_due_but_for_its_passes_runs_at_the_quiet_moment(
+    pacer: CollectionPacer,
+) -> None:
+    """Pending past the threshold with few generation-1 passes since the last full collection
+    (a takeover, a boot: much promoted, little allocated): CPython runs it a few thousand
+    allocations into the next herd — the quiet moment runs it first."""
+    threshold = pacer.threshold
+    assert threshold is not None
+    saved = gc.get_threshold()
+    live = _promote(threshold + 1)
+    passes = gc.get_count()[2]
+    gc.set_threshold(saved[0], saved[1], passes + 50)  # the passes are far from due
+    try:
+        assert pacer.quiet(10.0) is True
+    finally:
+        gc.set_threshold(*saved)
+    assert pacer.collected == 1 and pacer.pending == 0
+    assert live
+
+
 def test_no_collection_without_pressure_or_without_time(pacer: CollectionPacer) -> None:
     threshold = pacer.threshold
     assert threshold is not None
@@ -134,7 +154,8 @@ async def test_the_herd_offers_the_quiet_moment_after_its_handlers_started(
     sqlite_url: str,
 ) -> None:
     """The engine asks the pacer once per herd, after every handler took its first step, with
-    the time left until the timer's next instant."""
+    the time left until the timer's next instant — and, before it, when the timer went to sleep
+    with nothing due (after arming): never between a herd's dispatch and its handlers."""
     started: list[str] = []
     offered: list[tuple[list[str], float]] = []
 
@@ -159,12 +180,16 @@ async def test_the_herd_offers_the_quiet_moment_after_its_handlers_started(
     pacer.quiet = spy  # type: ignore[method-assign]
     try:
         async with scheduling.run():
-            await clock.advance(30)
             with anyio.fail_after(5):
                 while not offered:
                     await anyio.sleep(0.01)
+            assert offered == [([], pytest.approx(30.0, abs=0.01))]  # armed: 30 s of nothing
+            await clock.advance(30)
+            with anyio.fail_after(5):
+                while len(offered) < 2:
+                    await anyio.sleep(0.01)
     finally:
         del pacer.quiet
-    (seen, seconds) = offered[0]
+    (seen, seconds) = offered[1]
     assert sorted(seen) == [f"h{i}" for i in range(5)]  # all five had started
     assert seconds == pytest.approx(30.0, abs=0.01)  # the next minute, capped at 30 s

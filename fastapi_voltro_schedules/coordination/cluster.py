@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -219,6 +219,9 @@ class Membership:
         self.members: list[str] = []
         self._created: set[str] = set()
         self._dispatcher: Dispatcher | None = None
+        self.quiet: Callable[[], None] | None = None
+        """Told after each beat (the engine's garbage-collection pacing, :mod:`..gcpacing`):
+        a takeover's bookkeeping is collected before the next herd, not inside it."""
 
     def bind(self, dispatcher: Dispatcher) -> None:
         self._dispatcher = dispatcher
@@ -228,6 +231,8 @@ class Membership:
         while True:
             await self.clock.sleep(self.heartbeat_ms / 1000)
             await self.beat()
+            if self.quiet is not None:
+                self.quiet()
 
     async def beat(self) -> None:
         """One beat: register, compute the assignment, renew/release/take leases, catch up

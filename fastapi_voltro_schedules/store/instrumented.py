@@ -51,7 +51,7 @@ class InstrumentedStore(Store):
         self.on_recorded = on_recorded
         self._running: dict[str, str] = {}
         """run id → schedule name of the ``running`` rows this process wrote (the gauge)."""
-        self._by_name: dict[str, _Series] = {}
+        self._series = metrics.series
 
     def __getattr__(self, attribute: str) -> Any:
         # The rest of the inner store's surface (``engine``…), for code that looks past the
@@ -71,27 +71,22 @@ class InstrumentedStore(Store):
     def _error(self, operation: str) -> None:
         self.metrics.store_errors.labels(operation=operation).inc()
 
-    def _series(self, name: str) -> _Series:
-        series = self._by_name.get(name)
-        if series is None:
-            series = self._by_name[name] = _Series(self.metrics, name)
-        return series
-
     def _count_started(self, new: Sequence[RunRecord], running: Sequence[RunRecord]) -> None:
         """The running gauge up for ``new`` (runs this process just took on), the firing lag
         of every one of ``running``."""
+        series = self._series
         for run in new:
-            self._series(run.name).running.inc()
+            series.add_running(run.name, 1.0)
         for run in running:
             if run.fired_at is not None and run.trigger in CLOCK_TRIGGERS:
                 # Manual runs are excluded: a range backfill of last month is not a late timer.
                 lag = (run.fired_at - run.scheduled_at).total_seconds()
-                self._series(run.name).lag.observe(max(0.0, lag))
+                series.observe_lag(run.name, max(0.0, lag))
 
     def _ended(self, run_id: str) -> None:
         name = self._running.pop(run_id, None)
         if name is not None:
-            self._series(name).running.dec()
+            self._series.add_running(name, -1.0)
 
     def forget_running(self) -> None:
         """The scheduler stopped: none of its runs execute here any more."""
@@ -112,12 +107,12 @@ class InstrumentedStore(Store):
         """Count one terminal row; ``outcome`` builds its :class:`RecordedOutcome`, only when
         the hook or the debug log wants one (a steady 1,000 a second would otherwise build
         and drop 1,000 of them)."""
-        series = self._series(name)
-        series.runs(status, trigger).inc()
+        series = self._series
+        series.count_run(name, status.value, trigger.value)
         if duration and fired_at is not None and finished_at is not None:
-            series.duration().observe(max(0.0, (finished_at - fired_at).total_seconds()))
+            series.observe_duration(name, max(0.0, (finished_at - fired_at).total_seconds()))
         if status is RunStatus.SUCCEEDED and finished_at is not None:
-            series.last_success().set(finished_at.timestamp())
+            series.set_last_success(name, finished_at.timestamp())
         debug = logger.isEnabledFor(logging.DEBUG)
         if not debug and self.on_recorded is None:
             return
@@ -474,40 +469,3 @@ def _of_outcome(
         error_traceback=o.error_traceback,
         replica_id=replica_id,
     )
-
-
-class _Series:
-    """One schedule's children of the run collectors, looked up once: ``labels()`` validates
-    and locks on every call, and the hot path touches five series per firing. Each child
-    appears with its schedule's first observation of it (a ``last_success`` of 0 would read as
-    "never succeeded since 1970"; creating them all at boot cost 10,000 schedules a second of
-    boot and 50 MB)."""
-
-    __slots__ = ("_duration", "_last_success", "_metrics", "_name", "_runs", "lag", "running")
-
-    def __init__(self, metrics: SchedulerMetrics, name: str) -> None:
-        self._metrics = metrics
-        self._name = name
-        self.running = metrics.running.labels(name=name)
-        self.lag = metrics.lag.labels(name=name)
-        self._duration: Any = None
-        self._last_success: Any = None
-        self._runs: dict[tuple[RunStatus, Trigger], Any] = {}
-
-    def runs(self, status: RunStatus, trigger: Trigger) -> Any:
-        child = self._runs.get((status, trigger))
-        if child is None:
-            child = self._runs[(status, trigger)] = self._metrics.runs.labels(
-                name=self._name, status=status.value, trigger=trigger.value
-            )
-        return child
-
-    def duration(self) -> Any:
-        if self._duration is None:
-            self._duration = self._metrics.run_duration.labels(name=self._name)
-        return self._duration
-
-    def last_success(self) -> Any:
-        if self._last_success is None:
-            self._last_success = self._metrics.last_success.labels(name=self._name)
-        return self._last_success

@@ -254,7 +254,7 @@ class LeaseStore:
         written = await self._sql._attempt("insert_fenced", work)
         observe = getattr(self._observed, "_observe_rows", None)
         if written and observe is not None:
-            observe(written)  # the metrics seam sees these rows like any insert_runs
+            observe(written, soon=True)  # the metrics seam sees them like any insert_runs
         return written
 
     async def _insert_rows(self, conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
