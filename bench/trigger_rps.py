@@ -91,7 +91,7 @@ async def measure(base: str, seconds: float, concurrency: int) -> dict[str, obje
         "trigger_codes": dict(trig_codes),
         "ratio": trig_rps / bare_rps,
         "storm_wall_ms": storm_wall * 1000,
-        "storm_answers": dict(storm),
+        "storm_answers": dict(sorted(storm.items())),  # printed in one order, whoever won
     }
 
 
@@ -156,7 +156,7 @@ async def replica_storm(bases: list[str], url: str) -> dict[str, object]:
         await engine.dispose()
     return {
         "storm_wall_ms": wall * 1000,
-        "storm_answers": dict(Counter(a.json()["status"] for a in answers)),
+        "storm_answers": dict(sorted(Counter(a.json()["status"] for a in answers).items())),
         "ledger": {str(status): int(n) for status, n in rows},
     }
 

@@ -220,6 +220,11 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             **facts,
         )
     slot = plan.scheduled_at
+    # A retry of an occurrence already recorded is answered from the ledger without a write:
+    # its claim could only lose, and on SQLite that write queues behind every other writer.
+    recorded = await _recorded_run(scheduling, name, slot)
+    if recorded is not None:
+        return Arrival("duplicate", slot, recorded)
     # Answered as soon as the firing's row exists: a queued firing waits its turn in the
     # background, never in the request.
     for _ in range(2):
@@ -251,18 +256,12 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
     store = scheduling.store
     if store is None:
         raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
-    schedule = scheduling.get(name)
-    # A slot the in-app fallback fired holds a trigger="self" row under the same claim.
-    triggers: tuple[Trigger, ...] = (Trigger.EXTERNAL,)
-    if schedule is not None and schedule.fallback is not None:
-        triggers = (Trigger.EXTERNAL, Trigger.SELF)
     polls = 0
     with anyio.move_on_after(DUPLICATE_WAIT_SECONDS):
         while True:
-            for trigger in triggers:
-                run = await store.run_for_slot(name, slot, trigger)
-                if run is not None:
-                    return run
+            run = await _recorded_run(scheduling, name, slot)
+            if run is not None:
+                return run
             run = _waiting_here(scheduling, lambda r: r.name == name and r.scheduled_at == slot)
             if run is not None:
                 return run
@@ -277,6 +276,23 @@ async def first_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRec
         name,
         iso_z(slot),
     )
+    return None
+
+
+async def _recorded_run(scheduling: Scheduling, name: str, slot: datetime) -> RunRecord | None:
+    """The row an earlier arrival (or the in-app fallback) recorded for ``slot``, if any."""
+    store = scheduling.store
+    if store is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
+    schedule = scheduling.get(name)
+    # A slot the in-app fallback fired holds a trigger="self" row under the same claim.
+    triggers: tuple[Trigger, ...] = (Trigger.EXTERNAL,)
+    if schedule is not None and schedule.fallback is not None:
+        triggers = (Trigger.EXTERNAL, Trigger.SELF)
+    for trigger in triggers:
+        run = await store.run_for_slot(name, slot, trigger)
+        if run is not None:
+            return run
     return None
 
 

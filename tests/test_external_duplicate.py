@@ -1,0 +1,76 @@
+"""A retry of an occurrence already recorded is answered from the ledger: ``duplicate`` with the
+first run's id, and not one write — no claim attempt that could only lose (on SQLite that write
+queued behind every other writer: the trigger route's throughput and the duplicate storm)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from sqlalchemy import event
+
+from fastapi_voltro_schedules import (
+    RunStatus,
+    ScheduleContext,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+)
+from fastapi_voltro_schedules.api.trigger import arrive
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.testing import ManualClock
+
+T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+class _Writes:
+    """Counts the statements that write, sent on one engine while ``counting``."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.sent: list[str] = []
+
+    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        head = statement.lstrip().split(None, 1)[0].upper()
+        if self.counting and head in ("INSERT", "UPDATE", "DELETE", "WITH"):
+            self.sent.append(statement)
+
+
+async def test_a_recorded_occurrence_is_a_duplicate_without_a_write(database_url: str) -> None:
+    writes = _Writes()
+    ran: list[datetime] = []
+
+    async def report(ctx: ScheduleContext) -> None:
+        ran.append(ctx.scheduled_at)
+
+    job = define_schedule(
+        name="report", cron="* * * * *", timezone="UTC", trigger="external", handler=report
+    )
+    await upgrade_to_head(database_url)
+    clock = ManualClock(T0)
+    s = Scheduling([job], config=SchedulingConfig(database_url=database_url), clock=clock)
+    async with s.run():
+        first = await arrive(s, "report")
+        assert (first.status, first.scheduled_at) == ("accepted", SLOT)
+        assert first.run is not None
+        assert s.store is not None
+        with anyio.fail_after(10):
+            while (run := await s.store.get_run(first.run.id)) is None or not run.terminal:
+                await anyio.sleep(0.01)
+        assert run.status is RunStatus.SUCCEEDED
+
+        engine = s.store.engine.sync_engine
+        event.listen(engine, "before_cursor_execute", writes)
+        writes.counting = True
+        try:
+            again = await arrive(s, "report")
+            stated = await arrive(s, "report", SLOT)
+        finally:
+            writes.counting = False
+            event.remove(engine, "before_cursor_execute", writes)
+    assert (again.status, again.run and again.run.id) == ("duplicate", first.run.id)
+    assert (stated.status, stated.run and stated.run.id) == ("duplicate", first.run.id)
+    assert writes.sent == []
+    assert ran == [SLOT]
