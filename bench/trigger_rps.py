@@ -59,13 +59,20 @@ async def _load(client: httpx.AsyncClient, path: str, headers: dict[str, str], s
     return sum(codes.values()) / (time.perf_counter() - start), codes
 
 
-async def _storm(client: httpx.AsyncClient, slot: datetime) -> tuple[float, Counter[str]]:
-    headers = {"Authorization": f"Bearer {TOKEN}", "X-Voltro-Scheduled-At": slot.isoformat()}
+async def _burst(
+    client: httpx.AsyncClient, urls: list[str], headers: dict[str, str]
+) -> tuple[float, list[httpx.Response]]:
+    """200 concurrent POSTs, the i-th to ``urls[i % len(urls)]``: wall time and the answers."""
     start = time.perf_counter()
     answers = await asyncio.gather(
-        *(client.post("/_voltro/schedules/hourly/trigger", headers=headers) for _ in range(200))
+        *(client.post(urls[i % len(urls)], headers=headers) for i in range(200))
     )
-    wall = time.perf_counter() - start
+    return time.perf_counter() - start, answers
+
+
+async def _storm(client: httpx.AsyncClient, slot: datetime) -> tuple[float, Counter[str]]:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Voltro-Scheduled-At": slot.isoformat()}
+    wall, answers = await _burst(client, ["/_voltro/schedules/hourly/trigger"], headers)
     return wall, Counter(a.json()["status"] for a in answers)
 
 
@@ -82,6 +89,8 @@ async def measure(base: str, seconds: float, concurrency: int) -> dict[str, obje
         trig_rps, trig_codes = await _load(
             client, "/_voltro/schedules/hourly/trigger", trig_headers, seconds, concurrency
         )
+        # The same burst against the bare route first: this client's and server's own floor.
+        bare_storm_wall, _ = await _burst(client, ["/bare"], {})
         # The previous hour: a fresh occurrence (stated times snap like arrivals).
         storm_wall, storm = await _storm(client, this_hour - timedelta(hours=1))
     return {
@@ -91,6 +100,7 @@ async def measure(base: str, seconds: float, concurrency: int) -> dict[str, obje
         "trigger_codes": dict(trig_codes),
         "ratio": trig_rps / bare_rps,
         "storm_wall_ms": storm_wall * 1000,
+        "bare_storm_wall_ms": bare_storm_wall * 1000,
         "storm_answers": dict(sorted(storm.items())),  # printed in one order, whoever won
     }
 
@@ -129,17 +139,15 @@ async def replica_storm(bases: list[str], url: str) -> dict[str, object]:
     slot = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Voltro-Scheduled-At": slot.isoformat()}
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        # warm one connection per replica, so the storm is not a storm of TCP handshakes
-        for base in bases:
-            await client.get(base + "/openapi.json")
-        start = time.perf_counter()
-        answers = await asyncio.gather(*(
-            client.post(f"{bases[i % len(bases)]}/_voltro/schedules/hourly/trigger",
-                        headers=headers)
-            for i in range(200)
-        ))
-        wall = time.perf_counter() - start
+    walls = []
+    # The bare route first, with a client of its own: the same 200 connections' floor.
+    for route, route_headers in (("/bare", {}), ("/_voltro/schedules/hourly/trigger", headers)):
+        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+            # warm one connection per replica, so the storm is not a storm of TCP handshakes
+            for base in bases:
+                await client.get(base + "/openapi.json")
+            wall, answers = await _burst(client, [base + route for base in bases], route_headers)
+            walls.append(wall)
     engine = create_async_engine(url)
     try:
         async with engine.connect() as conn:
@@ -155,7 +163,8 @@ async def replica_storm(bases: list[str], url: str) -> dict[str, object]:
     finally:
         await engine.dispose()
     return {
-        "storm_wall_ms": wall * 1000,
+        "storm_wall_ms": walls[1] * 1000,
+        "bare_storm_wall_ms": walls[0] * 1000,
         "storm_answers": dict(sorted(Counter(a.json()["status"] for a in answers).items())),
         "ledger": {str(status): int(n) for status, n in rows},
     }
@@ -196,12 +205,14 @@ def main() -> None:
     print(f"  trigger (dupes)   : {result['trigger_rps']:8,.0f} req/s  {result['trigger_codes']}")
     print(f"  ratio trigger/bare: {result['ratio']:.2f}")
     print(
-        f"  200-POST storm    : {result['storm_wall_ms']:,.0f} ms wall, "
+        f"  200-POST storm    : {result['storm_wall_ms']:,.0f} ms wall "
+        f"(bare route: {result['bare_storm_wall_ms']:,.0f} ms), "
         f"answers {result['storm_answers']}"
     )
     if replicas is not None:
         print(
-            f"  200-POST storm, 2 replicas on Postgres: {replicas['storm_wall_ms']:,.0f} ms wall, "
+            f"  200-POST storm, 2 replicas on Postgres: {replicas['storm_wall_ms']:,.0f} ms wall "
+            f"(bare route: {replicas['bare_storm_wall_ms']:,.0f} ms), "
             f"answers {replicas['storm_answers']}, ledger rows for the slot {replicas['ledger']}"
         )
 

@@ -74,3 +74,50 @@ async def test_a_recorded_occurrence_is_a_duplicate_without_a_write(database_url
     assert (stated.status, stated.run and stated.run.id) == ("duplicate", first.run.id)
     assert writes.sent == []
     assert ran == [SLOT]
+
+
+async def test_arrivals_of_one_occurrence_at_once_claim_it_once(database_url: str) -> None:
+    """A storm of 50 arrivals for a fresh occurrence in one process: one accepted, 49
+    duplicates of its run, and one claim statement sent — the rest waited for the first's
+    answer instead of each claiming and polling the ledger."""
+    writes = _Writes()
+    gate = anyio.Event()
+
+    async def report(ctx: ScheduleContext) -> None:
+        await gate.wait()
+
+    job = define_schedule(
+        name="report", cron="* * * * *", timezone="UTC", trigger="external", handler=report
+    )
+    await upgrade_to_head(database_url)
+    clock = ManualClock(T0)
+    s = Scheduling([job], config=SchedulingConfig(database_url=database_url), clock=clock)
+    answers: list[tuple[str, str | None]] = []
+
+    async def one() -> None:
+        arrival = await arrive(s, "report")
+        answers.append((arrival.status, arrival.run and arrival.run.id))
+
+    async with s.run():
+        assert s.store is not None
+        engine = s.store.engine.sync_engine
+        event.listen(engine, "before_cursor_execute", writes)
+        writes.counting = True
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(50):
+                    tg.start_soon(one)
+        finally:
+            writes.counting = False
+            event.remove(engine, "before_cursor_execute", writes)
+        gate.set()
+    accepted = [run_id for status, run_id in answers if status == "accepted"]
+    assert len(accepted) == 1 and accepted[0] is not None
+    assert sorted(set(answers)) == sorted({("accepted", accepted[0]), ("duplicate", accepted[0])})
+    assert len(answers) == 50
+    claims = [
+        sql
+        for sql in writes.sent
+        if sql.lstrip().upper().startswith("INSERT") and "_voltro_schedule_claims" in sql
+    ]
+    assert len(claims) == 1, claims

@@ -20,7 +20,8 @@ retry, redelivery or twin CronJob of one firing, on any replica, resolves to one
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -54,6 +55,7 @@ from .auth import TriggerAuth, scheduling_of
 from .errors import VoltroRoute, error_responses
 
 if TYPE_CHECKING:
+    from ..definition import Schedule
     from ..scheduling import Scheduling
 
 router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
@@ -220,6 +222,55 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             **facts,
         )
     slot = plan.scheduled_at
+    return await _answered_once(engine, name, slot, lambda: _claim(scheduling, schedule, slot))
+
+
+class _Answering:
+    """An occurrence whose arrival this process is answering right now."""
+
+    __slots__ = ("answer", "done")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.answer: Arrival | None = None
+
+
+_ANSWERING: weakref.WeakKeyDictionary[object, dict[tuple[str, datetime], _Answering]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per running engine, the occurrences being answered in this process."""
+
+
+async def _answered_once(
+    engine: object, name: str, slot: datetime, claim: Callable[[], Awaitable[Arrival]]
+) -> Arrival:
+    """Arrivals of one occurrence at once in this process (a retry storm, twin CronJobs) are
+    answered by the first of them: it claims, the rest wait for its answer and are its
+    duplicates — one claim and one lookup per replica instead of one each. When the first
+    answered nothing with a run (paused, or it failed), each of the rest answers for itself."""
+    answering = _ANSWERING.setdefault(engine, {})
+    key = (name, slot)
+    first = answering.get(key)
+    if first is not None:
+        await first.done.wait()
+        if first.answer is not None and first.answer.run is not None:
+            return Arrival("duplicate", slot, first.answer.run)
+        return await claim()
+    mine = answering[key] = _Answering()
+    try:
+        mine.answer = await claim()
+        return mine.answer
+    finally:
+        del answering[key]
+        mine.done.set()
+
+
+async def _claim(scheduling: Scheduling, schedule: Schedule, slot: datetime) -> Arrival:
+    """Claim ``slot`` for ``schedule`` and start its run, or find the run that claimed it."""
+    name = schedule.name
+    engine = scheduling.engine
+    if engine is None:
+        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
     # A retry of an occurrence already recorded is answered from the ledger without a write:
     # its claim could only lose, and on SQLite that write queues behind every other writer.
     recorded = await _recorded_run(scheduling, name, slot)
@@ -301,9 +352,7 @@ async def _claim_released(scheduling: Scheduling, name: str, slot: datetime) -> 
     return store is not None and await store.claim_holder(claim_key(name, slot)) is None
 
 
-def _waiting_here(
-    scheduling: Scheduling, match: Callable[[RunRecord], bool]
-) -> RunRecord | None:
+def _waiting_here(scheduling: Scheduling, match: Callable[[RunRecord], bool]) -> RunRecord | None:
     """A firing waiting in this process's in-process queue line (SQLite writes no ``queued``
     row: its row appears when its turn comes), as its ``queued`` row."""
     engine = scheduling.engine
