@@ -56,6 +56,7 @@ from .errors import VoltroRoute, error_responses
 
 if TYPE_CHECKING:
     from ..definition import Schedule
+    from ..engine import Engine
     from ..scheduling import Scheduling
 
 router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
@@ -222,7 +223,9 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
             **facts,
         )
     slot = plan.scheduled_at
-    return await _answered_once(engine, name, slot, lambda: _claim(scheduling, schedule, slot))
+    return await _answered_once(
+        engine, name, slot, lambda: _claim(scheduling, engine, schedule, slot)
+    )
 
 
 class _Answering:
@@ -235,14 +238,14 @@ class _Answering:
         self.answer: Arrival | None = None
 
 
-_ANSWERING: weakref.WeakKeyDictionary[object, dict[tuple[str, datetime], _Answering]] = (
+_ANSWERING: weakref.WeakKeyDictionary[Engine, dict[tuple[str, datetime], _Answering]] = (
     weakref.WeakKeyDictionary()
 )
 """Per running engine, the occurrences being answered in this process."""
 
 
 async def _answered_once(
-    engine: object, name: str, slot: datetime, claim: Callable[[], Awaitable[Arrival]]
+    engine: Engine, name: str, slot: datetime, claim: Callable[[], Awaitable[Arrival]]
 ) -> Arrival:
     """Arrivals of one occurrence at once in this process (a retry storm, twin CronJobs) are
     answered by the first of them: it claims, the rest wait for its answer and are its
@@ -265,12 +268,11 @@ async def _answered_once(
         mine.done.set()
 
 
-async def _claim(scheduling: Scheduling, schedule: Schedule, slot: datetime) -> Arrival:
+async def _claim(
+    scheduling: Scheduling, engine: Engine, schedule: Schedule, slot: datetime
+) -> Arrival:
     """Claim ``slot`` for ``schedule`` and start its run, or find the run that claimed it."""
     name = schedule.name
-    engine = scheduling.engine
-    if engine is None:
-        raise SchedulerNotRunningError("the scheduler is not running (starting or shutting down)")
     # A retry of an occurrence already recorded is answered from the ledger without a write:
     # its claim could only lose, and on SQLite that write queues behind every other writer.
     recorded = await _recorded_run(scheduling, name, slot)
