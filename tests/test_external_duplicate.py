@@ -4,10 +4,15 @@ queued behind every other writer: the trigger route's throughput and the duplica
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+from conftest import clean_server
 from sqlalchemy import event
 
 from fastapi_voltro_schedules import (
@@ -23,6 +28,16 @@ from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+NEXT = datetime(2026, 6, 1, 12, 1, tzinfo=UTC)
+
+
+@contextmanager
+def _store_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
+        return
+    with clean_server(backend) as url:
+        yield url
 
 
 class _Writes:
@@ -121,3 +136,91 @@ async def test_arrivals_of_one_occurrence_at_once_claim_it_once(database_url: st
         if sql.lstrip().upper().startswith("INSERT") and "_voltro_schedule_claims" in sql
     ]
     assert len(claims) == 1, claims
+
+
+OVERLAP_MATRIX = [
+    pytest.param("sqlite", None, "skip", id="sqlite-skip"),
+    pytest.param("sqlite", None, "queue", id="sqlite-queue"),
+    pytest.param("postgres", "advisoryLock", "skip", id="postgres-advisoryLock-skip",
+                 marks=pytest.mark.postgres),
+    pytest.param("postgres", "cluster", "queue", id="postgres-cluster-queue",
+                 marks=pytest.mark.postgres),
+    pytest.param("mariadb", "advisoryLock", "queue", id="mariadb-advisoryLock-queue",
+                 marks=pytest.mark.mariadb),
+    pytest.param("mariadb", "cluster", "skip", id="mariadb-cluster-skip",
+                 marks=pytest.mark.mariadb),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("backend", "coordination", "overlap"), OVERLAP_MATRIX)
+async def test_a_storm_while_a_run_is_live_answers_the_first_arrivals_verdict(
+    backend: str, coordination: str | None, overlap: str, tmp_path: Path
+) -> None:
+    """The storm for 12:01 arrives while 12:00's run is still live: under ``skip`` the first
+    arrival records the slot skipped, under ``queue`` it parks the slot in line — and the other
+    49 are duplicates of that row, with one claim between them; the queued slot runs once."""
+    ran: list[datetime] = []
+    gate = anyio.Event()
+
+    async def report(ctx: ScheduleContext) -> None:
+        ran.append(ctx.scheduled_at)
+        await gate.wait()
+
+    job = define_schedule(
+        name="report",
+        cron="* * * * *",
+        timezone="UTC",
+        trigger="external",
+        on_overlap=overlap,
+        handler=report,
+    )
+    with _store_url(backend, tmp_path) as url:
+        await upgrade_to_head(url)
+        clock = ManualClock(T0)
+        config = SchedulingConfig(database_url=url, coordination=coordination, replica_id="r1")
+        s = Scheduling([job], config=config, clock=clock)
+        writes = _Writes()
+        answers: list[tuple[str, str | None]] = []
+
+        async def one() -> None:
+            arrival = await arrive(s, "report")
+            answers.append((arrival.status, arrival.run and arrival.run.id))
+
+        async with s.run():
+            assert s.store is not None
+            live = await arrive(s, "report")
+            assert live.status == "accepted"
+            with anyio.fail_after(10):
+                while not ran:
+                    await anyio.sleep(0.01)
+            clock.set(NEXT + timedelta(seconds=10))
+            engine = s.store.engine.sync_engine
+            event.listen(engine, "before_cursor_execute", writes)
+            writes.counting = True
+            try:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(50):
+                        tg.start_soon(one)
+            finally:
+                writes.counting = False
+                event.remove(engine, "before_cursor_execute", writes)
+            firsts = [(status, run_id) for status, run_id in answers if status != "duplicate"]
+            expected = "skipped" if overlap == "skip" else "accepted"
+            assert [status for status, _ in firsts] == [expected], answers
+            first_id = firsts[0][1]
+            assert first_id is not None
+            assert sorted(set(answers)) == sorted({(expected, first_id), ("duplicate", first_id)})
+            assert len(answers) == 50
+            claims = [
+                sql
+                for sql in writes.sent
+                if sql.lstrip().upper().startswith("INSERT") and "_voltro_schedule_claims" in sql
+            ]
+            assert len(claims) == 1, claims
+            gate.set()
+            with anyio.fail_after(10):
+                while (run := await s.store.get_run(first_id)) is None or not run.terminal:
+                    await anyio.sleep(0.01)
+        want = RunStatus.SKIPPED if overlap == "skip" else RunStatus.SUCCEEDED
+        assert run.status is want
+        assert ran == ([SLOT] if overlap == "skip" else [SLOT, NEXT])
