@@ -7,11 +7,14 @@ the few waits here are real (a few hundred milliseconds: leases of 200–300 ms)
 from __future__ import annotations
 
 import string
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fastapi_voltro_schedules.coordination.claim import ClaimGate
 from fastapi_voltro_schedules.coordination.cluster import ClusterGate, Held, assigned, owner_of
@@ -20,6 +23,7 @@ from fastapi_voltro_schedules.ledger import Ledger, new_row
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, Store, create_store
 from fastapi_voltro_schedules.store.leases import LeaseStore
+from fastapi_voltro_schedules.store.sql import SQLStore
 from fastapi_voltro_schedules.testing import ManualClock
 
 SERVERS = [
@@ -146,3 +150,64 @@ async def test_the_gate_trusting_a_stale_view_is_stopped_by_the_fence(store: Sto
     assert await gate.insert([_row("x", "a")]) == []
     assert "x" not in gate.held  # and it stops believing it owns x
     assert await store.list_runs("x") == []
+
+
+async def test_a_replica_frozen_inside_its_beat_stalls_no_other_beat(store: Store) -> None:
+    """A replica stopped (SIGSTOP, a VM pause) between its take and its commit keeps the lease
+    row locked. The others' beats must not wait for it — a beat renews its own leases in the
+    same transaction, so waiting would let every lease in the cluster lapse — and take that
+    row only once the frozen transaction ended."""
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x", "y"], 200, ensure=["x", "y", "z"]) == {"x": 1, "y": 1}
+    assert await leases.sync("b", ["z"], 60_000) == {"z": 1}
+    await anyio.sleep(0.4)  # a's leases expire
+    sql: SQLStore = getattr(store, "inner", store)
+    async with sql.engine.connect() as frozen:
+        await frozen.begin()
+        await frozen.execute(
+            text("UPDATE _voltro_schedule_leases SET token = token WHERE name = 'x'")
+        )
+        started = time.monotonic()
+        # b owns a's schedules now: it renews z and takes y, and leaves x for a later beat
+        assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"y": 2, "z": 1}
+        assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"y": 2, "z": 1}
+        assert time.monotonic() - started < 2.0
+        await frozen.rollback()
+    assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"x": 2, "y": 2, "z": 1}
+
+
+async def test_a_replica_frozen_inside_a_fenced_insert_stalls_no_other_beat(
+    store: Store,
+) -> None:
+    """The same inside the fence: a's insert share-locked its lease row x, then a froze before
+    the rows went in — with a stale view of z too (b's). b renews z without waiting and takes
+    x once the insert committed, so the takeover's catch-up reads a's row."""
+    leases = LeaseStore(store)
+    assert await leases.sync("a", ["x"], 300, ensure=["x", "z"]) == {"x": 1}
+    assert await leases.sync("b", ["z"], 60_000) == {"z": 1}
+    frozen_a = LeaseStore(store)
+    inside, thaw = anyio.Event(), anyio.Event()
+    write = frozen_a._insert_rows
+
+    async def freeze_then_write(conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
+        inside.set()
+        await thaw.wait()
+        await write(conn, runs)
+
+    frozen_a._insert_rows = freeze_then_write  # type: ignore[method-assign]
+    written: list[RunRecord] = []
+
+    async def fenced() -> None:
+        rows = [_row("x", "a"), _row("z", "a")]
+        written.extend(await frozen_a.insert_fenced(rows, "a", {"x": 1, "z": 1}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fenced)
+        await inside.wait()
+        await anyio.sleep(0.4)  # a's lease on x expires while it is frozen
+        started = time.monotonic()
+        assert await leases.sync("b", ["x", "z"], 60_000) == {"z": 1}
+        assert time.monotonic() - started < 2.0
+        thaw.set()
+    assert [(r.name, r.replica_id) for r in written] == [("x", "a")]
+    assert await leases.sync("b", ["x", "z"], 60_000) == {"x": 2, "z": 1}

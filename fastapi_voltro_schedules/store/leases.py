@@ -40,6 +40,9 @@ FORGET_MEMBERS_MS = 24 * 3600 * 1000
 """A member row silent this long is deleted (replica ids change with every process)."""
 
 
+_READ_COMMITTED = text("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """One row of ``_voltro_schedule_leases``."""
@@ -159,10 +162,21 @@ class LeaseStore:
         is left alone — it moves only when that member releases it or stops beating."""
         d = self._d
         want = sorted(set(want))
+        # Each statement touches only rows it writes, by key: a statement that merely looked at
+        # a row another transaction holds would wait for it (InnoDB does, even at READ
+        # COMMITTED, for a key lookup), and a replica frozen inside a lease transaction
+        # (SIGSTOP, a VM pause) would hold this beat back until every lease in the cluster
+        # lapsed. So this replica's own leases are found by a plain read first.
+        held = text(
+            f"SELECT name, token FROM {LEASES_TABLE} WHERE owner = :me AND expires_at > {d.now}"
+        )
+        present = d.stmt(
+            f"SELECT name FROM {LEASES_TABLE} WHERE {d.among('name', 'names')}", "names"
+        )
         release = d.stmt(
             f"UPDATE {LEASES_TABLE} SET expires_at = {d.now} "
-            f"WHERE owner = :me AND expires_at > {d.now} AND NOT ({d.among('name', 'want')})",
-            "want",
+            f"WHERE {d.among('name', 'names')} AND owner = :me AND expires_at > {d.now}",
+            "names",
         )
         if d.postgres:
             create = text(
@@ -171,35 +185,58 @@ class LeaseStore:
                 "ON CONFLICT (name) DO NOTHING"
             )
         else:
-            # A no-op update on a present row: INSERT IGNORE would log a server warning each.
+            # A no-op update on a row created meanwhile: INSERT IGNORE would log a server
+            # warning for each.
             create = text(
                 f"INSERT INTO {LEASES_TABLE} (name, owner, token, expires_at) "
                 "VALUES (:name, '', 0, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name"
             )
-        # MariaDB evaluates SET left to right with the new values: token first, while owner and
-        # expires_at still hold the old ones (Postgres reads the old row throughout).
-        take = d.stmt(
-            f"UPDATE {LEASES_TABLE} SET "
-            f"token = CASE WHEN owner = :me AND expires_at > {d.now} THEN token "
-            "ELSE token + 1 END, "
-            f"owner = :me, expires_at = {d.plus_ms('ttl')} "
-            f"WHERE {d.among('name', 'want')} AND (owner = :me OR expires_at <= {d.now})",
+        # A renewal waits for its rows: only this replica's own (short) fenced inserts lock a
+        # lease it holds unexpired. A take skips a row another transaction holds, and takes it
+        # at a later beat, once that transaction ended — after a frozen fenced insert
+        # committed, so the takeover's catch-up sees its rows.
+        renew = d.stmt(
+            f"UPDATE {LEASES_TABLE} SET expires_at = {d.plus_ms('ttl')} "
+            f"WHERE {d.among('name', 'names')} AND owner = :me AND expires_at > {d.now}",
+            "names",
+        )
+        takeable = d.stmt(
+            f"SELECT name FROM {LEASES_TABLE} "
+            f"WHERE {d.among('name', 'want')} AND expires_at <= {d.now} "
+            "ORDER BY name FOR UPDATE SKIP LOCKED",
             "want",
         )
-        held = text(
-            f"SELECT name, token FROM {LEASES_TABLE} WHERE owner = :me AND expires_at > {d.now}"
+        take = d.stmt(
+            f"UPDATE {LEASES_TABLE} SET token = token + 1, owner = :me, "
+            f"expires_at = {d.plus_ms('ttl')} WHERE {d.among('name', 'taken')}",
+            "taken",
         )
-        missing = sorted(set(ensure))
+        ensure = sorted(set(ensure))
 
         async def work(conn: AsyncConnection) -> dict[str, int]:
-            await conn.execute(release, {"me": owner, "want": want})
+            await self._read_committed(conn)
+            mine = {str(row[0]) for row in await conn.execute(held, {"me": owner})}
+            wanted = set(want)
+            released = sorted(mine - wanted)
+            if released:
+                await conn.execute(release, {"me": owner, "names": released})
+            missing: list[str] = []
+            if ensure:  # only absent rows: an upsert of a present one would wait for its lock
+                result = await conn.execute(present, {"names": ensure})
+                missing = sorted(set(ensure) - {str(row[0]) for row in result})
             if missing:
                 if d.postgres:
                     await conn.execute(create, {"names": missing})
                 else:
                     await conn.execute(create, [{"name": n} for n in missing])
             if want:
-                await conn.execute(take, {"me": owner, "want": want, "ttl": ttl_ms})
+                renewed = sorted(mine & wanted)
+                if renewed:
+                    await conn.execute(renew, {"me": owner, "names": renewed, "ttl": ttl_ms})
+                result = await conn.execute(takeable, {"want": want})
+                taken = [str(row[0]) for row in result]
+                if taken:
+                    await conn.execute(take, {"me": owner, "taken": taken, "ttl": ttl_ms})
             result = await conn.execute(held, {"me": owner})
             return {str(row[0]): int(row[1]) for row in result}
 
@@ -223,6 +260,15 @@ class LeaseStore:
 
     # -- the fence --------------------------------------------------------------------------
 
+    async def _read_committed(self, conn: AsyncConnection) -> None:
+        """On MariaDB/MySQL, run this transaction at READ COMMITTED (Postgres's default): under
+        InnoDB's REPEATABLE READ a locking statement keeps every row it scanned locked until
+        commit — matching or not (``owner`` has no index) — so one replica frozen inside a
+        lease transaction would block every other replica's beat. Issued first: it sets the
+        transaction that the next statement begins."""
+        if not self._d.postgres:
+            await conn.execute(_READ_COMMITTED)
+
     def _lock(self, names_param: str) -> TextClause:
         d = self._d
         return d.stmt(
@@ -244,6 +290,7 @@ class LeaseStore:
         lock = self._lock("names")
 
         async def work(conn: AsyncConnection) -> list[RunRecord]:
+            await self._read_committed(conn)
             result = await conn.execute(lock, {"names": names, "me": owner})
             ours = {str(n) for n, token in result if tokens.get(str(n)) == int(token)}
             keep = [r for r in rows if r.name in ours]
@@ -281,6 +328,7 @@ class LeaseStore:
         row: dict[str, Any] = {"key": key, "replica_id": owner, "claimed_at": claimed_at}
 
         async def work(conn: AsyncConnection) -> bool:
+            await self._read_committed(conn)
             result = await conn.execute(lock, {"names": [name], "me": owner})
             if not any(int(t) == token for _, t in result):
                 return False
