@@ -10,6 +10,7 @@ import string
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -211,3 +212,42 @@ async def test_a_replica_frozen_inside_a_fenced_insert_stalls_no_other_beat(
         thaw.set()
     assert [(r.name, r.replica_id) for r in written] == [("x", "a")]
     assert await leases.sync("b", ["x", "z"], 60_000) == {"x": 2, "z": 1}
+
+
+async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Store) -> None:
+    """A late beat: the replica stopped trusting its lease (the local bound) and its gate
+    refused a slot, while the database kept the lease its own with the same token. The next beat
+    renews it — and must catch the refused slot up, since nobody else will fire it."""
+    from fastapi_voltro_schedules import define_schedule
+    from fastapi_voltro_schedules.coordination.cluster import Membership
+
+    async def noop(ctx: object) -> None:
+        return None
+
+    hourly = define_schedule(name="x", cron="0 * * * *", timezone="UTC", handler=noop)
+    clock = ManualClock(SLOT - timedelta(seconds=10))
+    gate = ClusterGate(
+        LeaseStore(store), ClaimGate(Ledger(store, clock, "a"), store, clock, "a"), clock, "a"
+    )
+    membership = Membership(
+        gate=gate, store=store, clock=clock, schedules=[hourly], heartbeat_ms=60_000
+    )
+    planned: list[list[datetime]] = []
+
+    class Spy:
+        def spawn(self, fn: object, dispatcher: object, schedule: object, plan: Any) -> None:
+            planned.append(list(plan.fire) + list(plan.missed))
+
+    membership.bind(Spy())  # type: ignore[arg-type]
+    await membership.beat()  # takes x at 08:59:50: nothing to catch up
+    assert gate.tokens() == {"x": 1} and planned == []
+
+    clock.set(SLOT + timedelta(seconds=5))
+    gate.held["x"].valid_until = time.monotonic() - 1  # the beat is late: trusted no longer
+    assert await gate.elect(hourly, SLOT, Trigger.SELF) is None  # the 09:00 firing refused
+
+    await membership.beat()  # the database kept x ours: same token
+    assert gate.tokens() == {"x": 1}
+    assert planned == [[SLOT]]  # …and 09:00 is caught up, not lost
+    assert await gate.elect(hourly, SLOT, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    assert await gate.elect(hourly, SLOT, Trigger.SELF) is None  # once

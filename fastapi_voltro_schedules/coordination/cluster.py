@@ -260,17 +260,30 @@ class Membership:
             )
             self.members = members
         valid_until = sent + self.ttl_ms / 1000
+        answered = time.monotonic()
         for name in list(self.gate.held):
             token = held.get(name)
-            if token is None or token != self.gate.held[name].token:
+            mine = self.gate.held[name]
+            if token is None or token != mine.token:
                 self.gate.drop(name)
                 heir = owner_of(name, members)
                 if heir == self.replica_id:  # it was taken while this replica was silent
                     logger.warning("schedule: lease lost — taken over  name=%s", name)
                 else:
                     logger.info("schedule: ownership moved  name=%s to=%s", name, heir or "-")
+            elif answered >= mine.valid_until:
+                # This replica stopped trusting the lease before this renewal came back (a late
+                # beat), so the gate refused the slots due meanwhile — yet the database kept it
+                # ours, so nobody else fired them. Taken over again from the ledger, they are
+                # caught up instead of lost.
+                self.gate.drop(name)
+                logger.warning(
+                    "schedule: lease lapsed here but held — catching up  name=%s token=%d",
+                    name,
+                    token,
+                )
             else:
-                self.gate.held[name].valid_until = valid_until
+                mine.valid_until = valid_until
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
         if gained:
             await self._take_over(gained, valid_until)
