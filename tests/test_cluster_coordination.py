@@ -188,7 +188,10 @@ def test_an_owner_frozen_past_its_lease_writes_nothing_stale_when_resumed(
         for r in rows
         if r.replica_id == frozen_id and stopped_at + PERIOD < r.scheduled_at <= resumed_at
     ]
-    assert not stale, f"the resumed replica wrote rows for slots it had lost: {stale}"
+    assert not stale, (
+        f"the resumed replica wrote rows for slots it had lost (stopped {stopped_at}, resumed "
+        f"{resumed_at}): {stale}\n{log[-4000:]}"
+    )
     # Someone else fired the frozen stretch of its schedules (and caught it up: backfill=all).
     stretch = seconds_between(stopped_at + PERIOD, resumed_at)
     for name in mine:
