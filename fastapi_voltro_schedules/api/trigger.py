@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -238,10 +239,32 @@ class _Answering:
         self.answer: Arrival | None = None
 
 
-_ANSWERING: weakref.WeakKeyDictionary[Engine, dict[tuple[str, datetime], _Answering]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per running engine, the occurrences being answered in this process."""
+ANSWERED_KEPT = 512
+"""Occurrences per engine whose run this process remembers (the newest answered)."""
+
+
+class _Occurrences:
+    """One running engine's arrivals in this process: the occurrences being answered, and the
+    run each recently answered occurrence resolved to. That run never changes — every later
+    arrival of the occurrence is its ``duplicate`` — so a retry storm's latecomers are answered
+    from here, without a read each (a storm's reads queued on the connection pool)."""
+
+    __slots__ = ("answered", "answering")
+
+    def __init__(self) -> None:
+        self.answering: dict[tuple[str, datetime], _Answering] = {}
+        self.answered: OrderedDict[tuple[str, datetime], RunRecord] = OrderedDict()
+
+    def remember(self, key: tuple[str, datetime], answer: Arrival) -> None:
+        if answer.run is None:  # paused, or nothing recorded: the next arrival asks again
+            return
+        self.answered[key] = answer.run
+        if len(self.answered) > ANSWERED_KEPT:
+            self.answered.popitem(last=False)
+
+
+_OCCURRENCES: weakref.WeakKeyDictionary[Engine, _Occurrences] = weakref.WeakKeyDictionary()
+"""Per running engine (a new engine, after a restart, starts with none)."""
 
 
 async def _answered_once(
@@ -249,22 +272,31 @@ async def _answered_once(
 ) -> Arrival:
     """Arrivals of one occurrence at once in this process (a retry storm, twin CronJobs) are
     answered by the first of them: it claims, the rest wait for its answer and are its
-    duplicates — one claim and one lookup per replica instead of one each. When the first
-    answered nothing with a run (paused, or it failed), each of the rest answers for itself."""
-    answering = _ANSWERING.setdefault(engine, {})
+    duplicates — one claim and one lookup per replica instead of one each — and so are the
+    arrivals after it. When the first answered nothing with a run (paused, or it failed), each
+    of the rest answers for itself."""
+    occurrences = _OCCURRENCES.get(engine)
+    if occurrences is None:
+        occurrences = _OCCURRENCES[engine] = _Occurrences()
     key = (name, slot)
-    first = answering.get(key)
+    known = occurrences.answered.get(key)
+    if known is not None:
+        return Arrival("duplicate", slot, known)
+    first = occurrences.answering.get(key)
     if first is not None:
         await first.done.wait()
         if first.answer is not None and first.answer.run is not None:
             return Arrival("duplicate", slot, first.answer.run)
-        return await claim()
-    mine = answering[key] = _Answering()
+        answer = await claim()
+        occurrences.remember(key, answer)
+        return answer
+    mine = occurrences.answering[key] = _Answering()
     try:
         mine.answer = await claim()
+        occurrences.remember(key, mine.answer)
         return mine.answer
     finally:
-        del answering[key]
+        del occurrences.answering[key]
         mine.done.set()
 
 
