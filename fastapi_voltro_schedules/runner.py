@@ -8,6 +8,7 @@ conditional update so a replica that already marked it ``abandoned`` is not over
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -95,7 +96,7 @@ class Runner:
         error: BaseException | None = None
         try:
             with anyio.CancelScope() as scope:
-                watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, scope.cancel)
+                watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, scope)
                 try:
                     await self._invoke(schedule, ctx)
                 except Exception as exc:
@@ -318,6 +319,10 @@ class RunBatch:
         clock = runner.clock
         at = (clock.monotonic(), clock.now())
         done = self._done  # one bound method for the herd, not one per task
+        # …and one context for its calls: add_done_callback copies the current context per
+        # call otherwise. It is the context it would copy (this one); the handlers' tasks
+        # each still get their own.
+        callbacks = contextvars.copy_context()
         for item in runs:
             schedule, run = item
             ctx = runner.context(schedule, run)
@@ -328,10 +333,10 @@ class RunBatch:
             else:
                 coro = runner._invoke(schedule, ctx)
             task = loop.create_task(coro)
-            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task.cancel, at)
+            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task, at)
             self._live[task] = item
             self._watched[task] = watched
-            task.add_done_callback(done)
+            task.add_done_callback(done, context=callbacks)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         schedule, run = self._live.pop(task)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import anyio
 
@@ -28,22 +28,36 @@ from .store import Store
 MAX_SLEEP_SECONDS = 30.0
 
 
+class Stoppable(Protocol):
+    """What stops a run: its cancel scope, or its asyncio task itself (not its bound
+    ``cancel``: that would be one more object per firing for the collector)."""
+
+    def cancel(self) -> object: ...
+
+
 @dataclass(eq=False, slots=True)
 class Watched:
-    """One run under watch; ``timed_out`` is set when the watchdog cancelled it."""
+    """One run under watch; ``timed_out`` is set when the watchdog cancelled it. Ordered by
+    ``(expires, seq)``: it is its own entry in the deadline heap (a tuple per entry was one
+    more object per firing)."""
 
     run_id: str
     fired_at: datetime
     deadline: datetime
-    cancel: Callable[[], object] | None
-    """Stops the run: its cancel scope's or its task's ``cancel``."""
+    stop: Stoppable | None
     started: float = 0.0
     """``clock.monotonic()`` when the watch began."""
     expires: float = 0.0
     """``clock.monotonic()`` past which the run is cancelled: ``deadline`` as seen at
     :meth:`Watchdog.watch`, turned into elapsed time."""
+    seq: int = 0
     timed_out: bool = False
     done: bool = field(default=False, repr=False)
+
+    def __lt__(self, other: Watched) -> bool:
+        if self.expires != other.expires:
+            return self.expires < other.expires
+        return self.seq < other.seq
 
 
 class Watchdog:
@@ -56,7 +70,7 @@ class Watchdog:
         self.interval = timedelta(milliseconds=heartbeat_ms)
         self._interval_s = heartbeat_ms / 1000
         self._runs: dict[str, Watched] = {}
-        self._deadlines: list[tuple[float, int, Watched]] = []
+        self._deadlines: list[Watched] = []
         self._seq = itertools.count()
         self._sleep_scope: anyio.CancelScope | None = None
         self._wake_at: float | None = None
@@ -67,7 +81,7 @@ class Watchdog:
         run_id: str,
         fired_at: datetime,
         deadline: datetime,
-        cancel: Callable[[], object],
+        stop: Stoppable,
         at: tuple[float, datetime] | None = None,
     ) -> Watched:
         """Watch a run that must be over by ``deadline`` (a wall instant, what the handler's
@@ -76,9 +90,10 @@ class Watchdog:
         ``(monotonic(), now())`` read once for a whole herd started together."""
         started, now = at if at is not None else (self.clock.monotonic(), self.clock.now())
         left = (deadline - now).total_seconds()
-        watched = Watched(run_id, fired_at, deadline, cancel, started, started + left)
+        expires = started + left
+        watched = Watched(run_id, fired_at, deadline, stop, started, expires, next(self._seq))
         self._runs[run_id] = watched
-        heapq.heappush(self._deadlines, (watched.expires, next(self._seq), watched))
+        heapq.heappush(self._deadlines, watched)
         if self._wake_at is None or watched.expires < self._wake_at:
             self._wake()
         return watched
@@ -92,7 +107,7 @@ class Watchdog:
 
     def unwatch(self, watched: Watched) -> None:
         watched.done = True
-        watched.cancel = None
+        watched.stop = None
         if self._runs.get(watched.run_id) is watched:
             del self._runs[watched.run_id]
         # A finished run's deadline entry would otherwise sit in the heap until its deadline
@@ -101,7 +116,7 @@ class Watchdog:
         # finished one), so the heap stays about the live runs.
         finished = len(self._deadlines) - len(self._runs)
         if finished > 64 and finished * 2 > len(self._deadlines):
-            self._deadlines = [entry for entry in self._deadlines if not entry[2].done]
+            self._deadlines = [entry for entry in self._deadlines if not entry.done]
             heapq.heapify(self._deadlines)
 
     def _wake(self) -> None:
@@ -117,11 +132,11 @@ class Watchdog:
             if now >= self._next_beat:
                 await self._beat(now)
                 self._next_beat = now + self._interval_s
-            while self._deadlines and self._deadlines[0][2].done:
+            while self._deadlines and self._deadlines[0].done:
                 heapq.heappop(self._deadlines)
             wake_at = self._next_beat
             if self._deadlines:
-                wake_at = min(wake_at, self._deadlines[0][0])
+                wake_at = min(wake_at, self._deadlines[0].expires)
             self._wake_at = wake_at
             # clock.sleep() waits on the wall clock and may wake early after a step: the loop
             # re-reads monotonic() and sleeps again
@@ -132,11 +147,11 @@ class Watchdog:
 
     def _expire(self, now: float) -> None:
         """Cancel every run whose ``expires`` is at or before ``now`` (monotonic seconds)."""
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, _, watched = heapq.heappop(self._deadlines)
-            if not watched.done and watched.cancel is not None:
+        while self._deadlines and self._deadlines[0].expires <= now:
+            watched = heapq.heappop(self._deadlines)
+            if not watched.done and watched.stop is not None:
                 watched.timed_out = True
-                watched.cancel()
+                watched.stop.cancel()
 
     async def _beat(self, now: float) -> None:
         due = [w.run_id for w in self._runs.values() if now - w.started >= self._interval_s]

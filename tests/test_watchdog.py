@@ -17,6 +17,16 @@ from fastapi_voltro_schedules.watchdog import Watchdog
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
+class Stop:
+    """Stands for a run's task or cancel scope: records that the watchdog stopped it."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def cancel(self) -> None:
+        self.log.append(self.name)
+
+
 async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
     # 30-minute deadlines at 1,000 runs a second once kept 1.8 million dead entries alive.
     store = create_store(sqlite_url)
@@ -24,12 +34,12 @@ async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
         clock = ManualClock(T0)
         dog = Watchdog(clock, store, "r1", heartbeat_ms=30_000)
         cancelled: list[str] = []
-        live = dog.watch("keep", T0, T0 + timedelta(minutes=30), lambda: cancelled.append("keep"))
+        live = dog.watch("keep", T0, T0 + timedelta(minutes=30), Stop(cancelled, "keep"))
         for i in range(10_000):
-            w = dog.watch(f"r{i}", T0, T0 + timedelta(minutes=30), lambda: cancelled.append("x"))
+            w = dog.watch(f"r{i}", T0, T0 + timedelta(minutes=30), Stop(cancelled, "x"))
             dog.unwatch(w)
         assert len(dog._deadlines) < 200
-        assert any(entry[2] is live for entry in dog._deadlines)
+        assert any(entry is live for entry in dog._deadlines)
         # The survivor is still enforced; the finished ones are never cancelled.
         dog._expire(clock.monotonic() + 31 * 60)  # 31 minutes later (monotonic seconds)
         assert cancelled == ["keep"] and live.timed_out
@@ -65,7 +75,7 @@ async def test_a_forward_wall_step_does_not_cancel_a_run(sqlite_url: str) -> Non
     clock = ManualClock(T0)
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     cancelled: list[str] = []
-    watched = dog.watch("run", T0, T0 + timedelta(minutes=10), lambda: cancelled.append("run"))
+    watched = dog.watch("run", T0, T0 + timedelta(minutes=10), Stop(cancelled, "run"))
 
     async def body() -> None:
         clock.set(T0 + timedelta(hours=1))  # the step
@@ -88,7 +98,7 @@ async def test_a_backward_wall_step_does_not_extend_a_deadline(sqlite_url: str) 
     clock = ManualClock(T0)
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     cancelled: list[str] = []
-    dog.watch("run", T0, T0 + timedelta(seconds=30), lambda: cancelled.append("run"))
+    dog.watch("run", T0, T0 + timedelta(seconds=30), Stop(cancelled, "run"))
 
     async def body() -> None:
         await step(clock, 10)
@@ -122,7 +132,7 @@ async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> 
         )
     )
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
-    dog.watch("sr_beat", T0, T0 + timedelta(hours=1), lambda: None)
+    dog.watch("sr_beat", T0, T0 + timedelta(hours=1), Stop([], "sr_beat"))
 
     async def beat_of() -> datetime | None:
         run = await store.get_run("sr_beat")
