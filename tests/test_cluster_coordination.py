@@ -9,7 +9,9 @@ lasts two beats). What the ledger must show, read from the database itself:
 * SIGKILL an owner: its schedules fire again from a survivor within three beats and a period,
   no slot twice — and with ``backfill="all"`` the takeover's catch-up leaves no hole either;
 * SIGSTOP an owner past its lease, then SIGCONT: it writes nothing for the slots it lost (no
-  duplicate, no row of it for any slot of its frozen stretch), and the cluster goes on.
+  duplicate, no row of it for any slot of its frozen stretch), and the cluster goes on;
+* halt an owner inside its lease transaction (its rows locked): the others fire their own
+  schedules on time meanwhile, and catch its schedules up once the transaction ends.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 import signal
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -201,6 +203,55 @@ def test_an_owner_frozen_past_its_lease_writes_nothing_stale_when_resumed(
     assert not {k: n for k, n in runs.items() if n > 1}, "a handler ran twice for one slot"
     # It had owned schedules before; ownership moving is in its own log too.
     assert TOOK.search(log), log[-2000:]
+
+
+FREEZE_S = 4.0
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_replica_halted_inside_its_beat_holds_no_other_replica_back(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The busiest owner halts for four seconds *inside* its lease transaction (its rows
+    locked, as a SIGSTOP or a VM pause at that moment leaves them). The other replicas keep
+    renewing their own leases and fire their own schedules on time all along; the halted
+    replica's schedules are taken once its transaction ends and caught up (backfill="all")."""
+    url = request.getfixturevalue(f"{store}_url")
+    markers, envs = _start(url, tmp_path, f"{store}-halt")
+    flags = [tmp_path / f"freeze-{i}" for i in range(len(envs))]
+    envs = [
+        env | {"CLUSTER_FREEZE_FLAG": str(flag), "CLUSTER_FREEZE_S": str(FREEZE_S)}
+        for env, flag in zip(envs, flags, strict=True)
+    ]
+    with uvicorn_cluster(tmp_path, envs) as replicas:
+        booted = max(r.ready_at for r in replicas if r.ready_at is not None)
+        owners = wait_for(lambda: _settled(url, booted + 4 * BEAT), 15, what="all six firing")
+        time.sleep(2)
+        halted_id = Counter(owners.values()).most_common(1)[0][0]
+        flag = flags[[r.replica_id for r in replicas].index(halted_id)]
+        frozen = Path(f"{flag}.frozen")
+        flag.touch()
+        wait_for(frozen.exists, 5, interval=0.02, what="the replica halting inside its beat")
+        halted_at = datetime.fromtimestamp(float(frozen.read_text()), UTC)
+        time.sleep(FREEZE_S + 4)  # the halt, then the takeover's catch-up
+        end = utcnow() - 2 * PERIOD
+
+    steady_from = booted + 4 * BEAT + PERIOD
+    rows = [r for r in fetch_runs(url) if steady_from <= r.scheduled_at <= end]
+    _assert_each_second_once(rows, steady_from, end)
+    theirs = sorted(n for n, o in owners.items() if o != halted_id)
+    assert theirs, owners
+    during = set(seconds_between(halted_at + PERIOD, halted_at + timedelta(seconds=FREEZE_S)))
+    late = sorted(
+        (r.name, r.scheduled_at, r.fired_at)
+        for r in rows
+        if r.name in theirs
+        and r.scheduled_at in during
+        and (r.fired_at is None or r.fired_at - r.scheduled_at > 3 * BEAT)
+    )
+    assert not late, f"the others' own slots fired late while one replica was halted: {late}"
+    runs = Counter((m.name, m.slot) for m in read_markers(markers))
+    assert not {k: n for k, n in runs.items() if n > 1}, "a handler ran twice for one slot"
 
 
 @pytest.mark.postgres
