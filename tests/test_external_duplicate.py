@@ -133,17 +133,10 @@ async def test_arrivals_of_one_occurrence_at_once_claim_it_once(database_url: st
         answers.append((arrival.status, arrival.run and arrival.run.id))
 
     async with s.run():
-        assert s.store is not None
-        engine = s.store.engine.sync_engine
-        event.listen(engine, "before_cursor_execute", writes)
-        writes.counting = True
-        try:
+        with writes.on(s):
             async with anyio.create_task_group() as tg:
                 for _ in range(50):
                     tg.start_soon(one)
-        finally:
-            writes.counting = False
-            event.remove(engine, "before_cursor_execute", writes)
         gate.set()
     accepted = [run_id for status, run_id in answers if status == "accepted"]
     assert len(accepted) == 1 and accepted[0] is not None
@@ -213,16 +206,10 @@ async def test_a_storm_while_a_run_is_live_answers_the_first_arrivals_verdict(
                 while not ran:
                     await anyio.sleep(0.01)
             clock.set(NEXT + timedelta(seconds=10))
-            engine = s.store.engine.sync_engine
-            event.listen(engine, "before_cursor_execute", writes)
-            writes.counting = True
-            try:
+            with writes.on(s):
                 async with anyio.create_task_group() as tg:
                     for _ in range(50):
                         tg.start_soon(one)
-            finally:
-                writes.counting = False
-                event.remove(engine, "before_cursor_execute", writes)
             firsts = [(status, run_id) for status, run_id in answers if status != "duplicate"]
             expected = "skipped" if overlap == "skip" else "accepted"
             assert [status for status, _ in firsts] == [expected], answers
