@@ -9,10 +9,11 @@ with the database's ``now()``.)
 The fence. Every write an owner makes for a slot goes through :meth:`LeaseStore.insert_fenced`
 or :meth:`LeaseStore.claim_fenced`: in one transaction it first *share-locks* the schedule's
 lease row — only if it is still ``owner``'s, with the caller's token, and unexpired by the
-database's clock — and then writes. A takeover is an ``UPDATE`` of that row, so it waits for
-the lock: either the old owner's write commits first (and the new owner's catch-up, which reads
-the ledger after its takeover commits, sees it), or the takeover commits first (and the old
-owner's lock read finds a different token: it writes nothing). A paused-then-resumed owner
+database's clock — and then writes. A takeover locks that row first (``FOR UPDATE SKIP
+LOCKED``): either the old owner's write holds it, and the takeover skips the row until a later
+beat, after that write committed (so the new owner's catch-up, which reads the ledger after its
+takeover commits, sees it), or the takeover commits first (and the old owner's lock read finds
+a different token: it writes nothing). A paused-then-resumed owner
 whose token is stale writes nothing.
 
 Members are ``SQLStore`` transactions like the rest of the store (the same retries, timeouts
@@ -151,6 +152,15 @@ class LeaseStore:
 
     # -- leases -----------------------------------------------------------------------------
 
+    async def _read_committed(self, conn: AsyncConnection) -> None:
+        """On MariaDB/MySQL, run this transaction at READ COMMITTED (Postgres's default): under
+        InnoDB's REPEATABLE READ a locking statement keeps every row it scanned locked until
+        commit — matching or not (``owner`` has no index) — so one replica frozen inside a
+        lease transaction would block every other replica's beat. Issued first: it sets the
+        transaction that the next statement begins."""
+        if not self._d.postgres:
+            await conn.execute(_READ_COMMITTED)
+
     async def sync(
         self, owner: str, want: Sequence[str], ttl_ms: int, *, ensure: Sequence[str] = ()
     ) -> dict[str, int]:
@@ -259,15 +269,6 @@ class LeaseStore:
         return await self._sql._attempt("cluster_leases_read", work, write=False)
 
     # -- the fence --------------------------------------------------------------------------
-
-    async def _read_committed(self, conn: AsyncConnection) -> None:
-        """On MariaDB/MySQL, run this transaction at READ COMMITTED (Postgres's default): under
-        InnoDB's REPEATABLE READ a locking statement keeps every row it scanned locked until
-        commit — matching or not (``owner`` has no index) — so one replica frozen inside a
-        lease transaction would block every other replica's beat. Issued first: it sets the
-        transaction that the next statement begins."""
-        if not self._d.postgres:
-            await conn.execute(_READ_COMMITTED)
 
     def _lock(self, names_param: str) -> TextClause:
         d = self._d
