@@ -45,6 +45,8 @@ class RangeFirer(Protocol):
     replica_id: str
 
     async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus: ...
+
+
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
 """Instants a caller may name (range bounds, the runs cursor, a stated arrival time) lie in
@@ -169,8 +171,8 @@ async def plan_range(
     # what would be refused anyway).
     if now is not None and finish > now:
         raise BackfillRefusedError(
-            f'refused: to={iso_z(finish)} is in the future (the app\'s clock reads {iso_z(now)})'
-            f' — nothing fired; a range backfill runs slots that passed: end it at or before '
+            f"refused: to={iso_z(finish)} is in the future (the app's clock reads {iso_z(now)})"
+            f" — nothing fired; a range backfill runs slots that passed: end it at or before "
             "now and let the timer fire the rest when they fall due",
             reason="future",
             count=len(slots),

@@ -114,9 +114,7 @@ def build_engine(scheduling: Scheduling, store: Store) -> Engine:
         workflows=scheduling.workflows,
     )
     return Engine(
-        schedules=[
-            s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.SELF
-        ],
+        schedules=[s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.SELF],
         store=store,
         clock=clock,
         runner=runner,

@@ -86,8 +86,9 @@ class SchedulingConfig(BaseSettings):
     change_strategy: ChangeStrategy = Field(default=ChangeStrategy.POLL)
     replica_id: str = Field(default_factory=default_replica_id, min_length=1, max_length=200)
     schedule_trigger_token: SecretStr | None = Field(
-        default=None, description="Bearer token(s) of the trigger routes (CronJob-facing). A "
-        "comma-separated list rotates."
+        default=None,
+        description="Bearer token(s) of the trigger routes (CronJob-facing). A "
+        "comma-separated list rotates.",
     )
     inspect_token: SecretStr | None = Field(
         default=None,

@@ -108,9 +108,7 @@ def _value(field: _Field, text: str, term: str, token: str) -> int:
         )
     if not field.lo <= value <= field.hi:
         extra = " (0 and 7 are both Sunday)" if field is _DOW else ""
-        raise FieldError(
-            f"{field.name} value {value} is out of range {field.lo}–{field.hi}{extra}"
-        )
+        raise FieldError(f"{field.name} value {value} is out of range {field.lo}–{field.hi}{extra}")
     return value
 
 

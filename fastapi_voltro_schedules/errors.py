@@ -125,6 +125,8 @@ class RunNowBusyError(VoltroError):
         )
         self.name = name
         self.run_id = run_id
+
+
 class SchedulerDisabledError(VoltroError):
     """The scheduler is switched off (``VOLTRO_SCHEDULER_ENABLED=false``): nothing is armed and
     no database is open, so the routes have nothing to answer with."""

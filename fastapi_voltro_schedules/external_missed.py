@@ -312,8 +312,9 @@ class ExternalMissedWatcher:
             raise StoreUnavailableError("the scheduler is not running")
         down = [slot for slot in slots if slot <= self.boot]
         live = [slot for slot in slots if slot > self.boot]
-        before, behind = plan_boot_backfill(down, schedule.backfill), plan_fall_behind(
-            live, schedule.backfill
+        before, behind = (
+            plan_boot_backfill(down, schedule.backfill),
+            plan_fall_behind(live, schedule.backfill),
         )
         # one ordered pass: the older slots first, each after the ones before it
         plan = [(slot, False) for slot in before.missed] + [(slot, True) for slot in before.fire]

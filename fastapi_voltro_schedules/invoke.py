@@ -33,9 +33,7 @@ async def invoke_target(schedule: Schedule, ctx: ScheduleContext) -> None:
     handler = schedule.handler
     if handler is None:  # define_schedule always sets one of the two targets
         raise ConfigurationError(f'schedule "{schedule.name}" has neither handler nor workflow')
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-    ):
+    if schedule.awaits_handler:
         await cast(Awaitable[Any], handler(ctx))
         return
     result = await anyio.to_thread.run_sync(handler, ctx)

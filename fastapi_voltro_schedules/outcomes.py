@@ -37,6 +37,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .clock import iso_z
+from .definition import is_async_callable
 from .enums import RunStatus, Trigger
 from .errors import ConfigurationError
 from .logs import logger, run_fields
@@ -82,12 +83,6 @@ def check_hook(hook: object) -> OutcomeHook | None:
     )
 
 
-def _is_async(hook: OutcomeHook) -> bool:
-    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(
-        getattr(hook, "__call__", None)  # noqa: B004 - async callable objects
-    )
-
-
 class OutcomeHooks:
     """The queue between the store seam (:meth:`submit`, never blocks) and the callback
     (:meth:`run`, a task of the scheduler's)."""
@@ -97,7 +92,7 @@ class OutcomeHooks:
     ) -> None:
         self.hook = hook
         self.drain_seconds = drain_seconds
-        self._async = _is_async(hook)
+        self._async = is_async_callable(hook)
         self._send: MemoryObjectSendStream[RecordedOutcome]
         self._receive: MemoryObjectReceiveStream[RecordedOutcome]
         self._send, self._receive = anyio.create_memory_object_stream[RecordedOutcome](limit)

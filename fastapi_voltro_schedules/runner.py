@@ -144,7 +144,7 @@ class Runner:
         if watched.timed_out:
             status, tag = RunStatus.FAILED, "timeout"
             message: str | None = f"exceeded max_runtime_ms={schedule.max_runtime_ms}" + (
-                "; the worker thread was abandoned" if not _is_async(schedule) else ""
+                "; the worker thread was abandoned" if not schedule.awaits_handler else ""
             )
             logger.warning(
                 "schedule: run failed  name=%s runId=%s errorTag=%s: %s",
@@ -266,7 +266,7 @@ class Runner:
             return
         handler = schedule.handler
         assert handler is not None
-        if _is_async(schedule):
+        if schedule.awaits_handler:
             await cast(Awaitable[Any], handler(ctx))
             return
         # A plain def runs in a worker thread; on timeout the thread is abandoned (Python
@@ -274,15 +274,6 @@ class Runner:
         result = await anyio.to_thread.run_sync(handler, ctx, abandon_on_cancel=True)
         if inspect.isawaitable(result):
             await result
-
-
-def _is_async(schedule: Schedule) -> bool:
-    handler = schedule.handler
-    if handler is None:
-        return True
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-    )
 
 
 class RunBatch:
@@ -328,7 +319,7 @@ class RunBatch:
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
             handler = schedule.handler
-            if handler is not None and schedule.workflow is None and _is_async(schedule):
+            if handler is not None and schedule.workflow is None and schedule.awaits_handler:
                 coro = cast(Coroutine[Any, Any, None], handler(ctx))
             else:
                 coro = runner._invoke(schedule, ctx)

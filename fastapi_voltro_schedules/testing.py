@@ -195,9 +195,7 @@ async def scheduling_for(
         clock=clock if clock is not None else ManualClock(),
         workflows=workflows,
     )
-    saved = (
-        {k: getattr(app.state, k, None) for k in ("scheduling", "workflows")} if app else {}
-    )
+    saved = {k: getattr(app.state, k, None) for k in ("scheduling", "workflows")} if app else {}
     try:
         async with scheduling.run(app, arm=arm):
             yield scheduling
@@ -207,9 +205,7 @@ async def scheduling_for(
                 setattr(app.state, key, value)
 
 
-async def wait_for_run(
-    scheduling: Scheduling, run_id: str, *, timeout: float = 5.0
-) -> RunRecord:
+async def wait_for_run(scheduling: Scheduling, run_id: str, *, timeout: float = 5.0) -> RunRecord:
     """Wait (real time, polling the ledger) until run ``run_id`` is terminal; return its row.
 
     The clock is manual, but the handler and the ledger still take real time. Raises
@@ -245,8 +241,9 @@ async def wait_for_runs(
                 return runs
             await anyio.sleep(0.002)
     seen = ", ".join(f"{r.scheduled_at.isoformat()} {r.status.value}" for r in runs) or "none"
-    raise TimeoutError(f'schedule "{name}": wanted {count} finished run(s) after {timeout} s, '
-                       f"have: {seen}")
+    raise TimeoutError(
+        f'schedule "{name}": wanted {count} finished run(s) after {timeout} s, have: {seen}'
+    )
 
 
 async def run_once(

@@ -43,9 +43,7 @@ class _Armed:
 
 
 class Timer:
-    def __init__(
-        self, clock: Clock, dispatcher: Dispatcher, pauses: PauseView = NO_PAUSES
-    ) -> None:
+    def __init__(self, clock: Clock, dispatcher: Dispatcher, pauses: PauseView = NO_PAUSES) -> None:
         self.clock = clock
         self.pauses = pauses
         self.dispatcher = dispatcher

@@ -28,9 +28,7 @@ def iana_zone_names() -> frozenset[str]:
 
         names = set(files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
     except (ImportError, OSError):  # pragma: no cover - tzdata is a dependency
-        names = {
-            z for z in available_timezones() if not z.startswith(("posix/", "right/"))
-        }
+        names = {z for z in available_timezones() if not z.startswith(("posix/", "right/"))}
     return frozenset(names - _NOT_PLACES)
 
 

@@ -314,3 +314,33 @@ def test_handlers_that_take_one_argument_are_accepted() -> None:
 
     for handler in (optional_extra, Job().run, Job(), sync, noop):
         assert define_schedule(**base(handler=handler)).handler is handler
+
+
+def test_what_each_firing_reads_is_worked_out_once_per_definition() -> None:
+    """``awaits_handler`` and ``max_runtime`` are fields set at definition: the runner reads
+    them per firing (async on the loop, anything else in a worker thread)."""
+
+    class AsyncCall:
+        async def __call__(self, ctx: object) -> None:
+            return None
+
+    class SyncCall:
+        def __call__(self, ctx: object) -> None:
+            return None
+
+    def sync(ctx: object) -> None:
+        return None
+
+    awaited = {
+        noop: True,
+        AsyncCall(): True,
+        AsyncCall().__call__: True,
+        sync: False,
+        SyncCall(): False,
+    }
+    for handler, expected in awaited.items():
+        schedule = define_schedule(**base(handler=handler, max_runtime_ms=1500))
+        assert schedule.awaits_handler is expected, handler
+        assert schedule.max_runtime == timedelta(milliseconds=1500)
+    target = WorkflowTarget(name="billing.dailyRollup")
+    assert define_schedule(**base(workflow=target)).awaits_handler  # started, never threaded

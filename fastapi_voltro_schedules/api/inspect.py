@@ -121,8 +121,10 @@ async def list_runs(
     name: Annotated[str | None, Query(description="One schedule; all when omitted.")] = None,
     status: Annotated[
         list[str] | None,
-        Query(description="queued|running|succeeded|failed|skipped|missed; repeat the "
-        "parameter or separate with commas."),
+        Query(
+            description="queued|running|succeeded|failed|skipped|missed; repeat the "
+            "parameter or separate with commas."
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[

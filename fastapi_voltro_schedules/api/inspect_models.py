@@ -218,7 +218,7 @@ def backfill_request(raw: bytes) -> BackfillRequest:
             got = f" (got {shown(item['input'])})" if "input" in item else ""
             problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
         raise BackfillRequestError(
-            "invalid backfill request — " + "; ".join(problems) + ' — send a JSON object '
+            "invalid backfill request — " + "; ".join(problems) + " — send a JSON object "
             '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
         ) from None
 

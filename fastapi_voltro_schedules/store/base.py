@@ -184,9 +184,7 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def heartbeat(
-        self, run_ids: Sequence[str], at: datetime | None, replica_id: str
-    ) -> int:
+    async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         """Set ``heartbeat_at = at`` on those of ``run_ids`` that are still ``running`` or
         ``queued`` and owned by ``replica_id``, in one statement; returns how many matched.
         A row another replica adopted, or one already terminal, is left alone.
@@ -260,9 +258,7 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def succeeded_slots(
-        self, name: str, after: datetime, until: datetime
-    ) -> set[datetime]:
+    async def succeeded_slots(self, name: str, after: datetime, until: datetime) -> set[datetime]:
         """The ``scheduled_at`` of ``name``'s ``succeeded`` runs in ``(after, until]``, any
         trigger — what an operator is about to run again with a range backfill."""
 
@@ -319,6 +315,7 @@ class Store(abc.ABC):
         cancelled, on a dedicated connection. Raises ``NotImplementedError`` where the store
         has no notification channel (everything but Postgres): waiters then poll."""
         raise NotImplementedError(f"{self.dialect_name} has no change notifications")
+
     # -- pauses -----------------------------------------------------------------------------
 
     @abc.abstractmethod
