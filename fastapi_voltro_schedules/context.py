@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .enums import Trigger
+from .values import value
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -41,7 +41,7 @@ class WorkflowStarter(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ScheduleContext:
     """Firing metadata handed to a schedule's handler.
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +40,7 @@ from .definition import is_async_callable
 from .enums import RunStatus, Trigger
 from .errors import ConfigurationError
 from .logs import logger, run_fields
+from .values import value
 
 __all__ = ["DRAIN_SECONDS", "QUEUE_LIMIT", "OutcomeHook", "OutcomeHooks", "RecordedOutcome"]
 
@@ -48,7 +48,7 @@ QUEUE_LIMIT = 10_000
 DRAIN_SECONDS = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RecordedOutcome:
     """One terminal row, as written to ``_voltro_schedule_runs``."""
 

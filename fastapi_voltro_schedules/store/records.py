@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..enums import CoordinationOutcome, RunStatus, Trigger
+from ..values import value
 
 LIVE_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING)
 TERMINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RunStatus if s.terminal)
@@ -61,7 +62,7 @@ def new_run_ids(count: int) -> list[str]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RunRecord:
     """One row of ``_voltro_schedule_runs``, with its enums typed and its datetimes aware UTC."""
 
@@ -123,7 +124,7 @@ class RunRecord:
         return self.status.terminal
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RunOutcome:
     """How one run ended: the values :meth:`Store.finish_runs` writes (``run_id`` to
     ``error_traceback``), and what the run was (``name`` onwards: not written — they label the
