@@ -230,6 +230,36 @@ async def test_insert_runs_in_chunks(store: SQLStore, monkeypatch: pytest.Monkey
     assert [r.id for r in listed] == [r.id for r in reversed(runs)]
 
 
+async def test_a_batch_of_runs_is_one_executemany_on_sqlite_and_chunked_elsewhere(
+    store: SQLStore,
+) -> None:
+    """SQLite binds every row of an ``executemany`` on its own: the whole batch goes to the
+    driver thread in one call. The other drivers (MariaDB rewrites it into one multi-row
+    statement) keep chunks of ``RUN_CHUNK``; Postgres sends columns as arrays."""
+    calls: list[int] = []
+
+    def count(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
+        if statement.startswith("INSERT INTO _voltro_schedule_runs"):
+            calls.append(len(params) if many else 1)
+
+    runs = [run(scheduled_at=T0 + timedelta(minutes=i)) for i in range(q.RUN_CHUNK * 2 + 1)]
+    event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        await store.insert_runs(runs)
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+    assert await count_runs(store) == len(runs)
+    dialect = store.engine.dialect.name
+    if dialect == "sqlite":
+        assert calls == [len(runs)]
+    elif dialect == "postgresql":
+        assert calls == [1]
+    else:
+        assert calls == [q.RUN_CHUNK, q.RUN_CHUNK, 1]
+
+
 async def test_insert_duplicate_id_is_refused(store: SQLStore) -> None:
     r = run()
     await store.insert_run(r)
