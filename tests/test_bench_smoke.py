@@ -99,3 +99,9 @@ def test_queue_handoff_bench_measures_every_handoff() -> None:
         "bench.queue_handoff", "--postgres-url", url, "--handoffs", "3", "--strategy", "cdc"
     )
     assert "cdc   handoffs=3  p50=" in out and "p99=" in out
+
+
+def test_herd_floor_writes_the_rows_and_starts_every_task() -> None:
+    out = _bench("bench.herd_floor", "--n", "50", "--repeat", "2")
+    rounds = [line for line in out.splitlines() if line.startswith("insert ")]
+    assert len(rounds) == 2 and all("started 50 " in line for line in rounds), out
