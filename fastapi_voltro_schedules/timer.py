@@ -101,40 +101,42 @@ class Timer:
         """Hand every firing due at ``now`` to the dispatcher; whether there was any."""
         # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
         # one cron computation per distinct expression, not one per schedule.
-        walks: dict[tuple[int, datetime], tuple[list[datetime], bool]] = {}
-        nexts: dict[tuple[int, datetime], datetime] = {}
+        # The walk of a (spec, last_planned) pair and the instant after it are the same for
+        # every schedule sharing it: one entry holds both (the slots, whether the walk was
+        # capped, the next instant; ``None`` when no slot passed).
+        walks: dict[tuple[int, datetime], tuple[list[datetime], bool, datetime | None]] = {}
         herd: list[tuple[Schedule, datetime]] = []
         stepped_back: list[_Armed] = []
         dispatched = False
+        live, is_paused = self._armed, self.pauses.is_paused
         while self._instants and self._instants[0] <= now:
             for armed in self._due.pop(heapq.heappop(self._instants)):
                 schedule = armed.schedule
-                if self._armed.get(schedule.name) is not armed:
+                if live.get(schedule.name) is not armed:
                     continue  # re-armed since: that entry is the live one
                 walk_key = (id(schedule.spec), armed.last_planned)
-                if walk_key not in walks:
-                    walks[walk_key] = passed_slots(schedule.spec, armed.last_planned, now)
-                slots, capped = walks[walk_key]
+                walk = walks.get(walk_key)
+                if walk is None:
+                    passed, capped = passed_slots(schedule.spec, armed.last_planned, now)
+                    after = schedule.next_occurrence(passed[-1]) if passed else None
+                    walk = walks[walk_key] = (passed, capped, after)
+                slots, capped, due = walk
                 if capped:
                     logger.warning(
                         "schedule: catch-up capped  name=%s slots=%d (older slots not enumerated)",
                         schedule.name,
                         len(slots),
                     )
-                if not slots:
+                if due is None:
                     # The clock stepped back while we slept: re-arm, fire nothing twice.
                     stepped_back.append(armed)
                     continue
-                next_key = (id(schedule.spec), slots[-1])
-                if next_key not in nexts:
-                    nexts[next_key] = schedule.next_occurrence(slots[-1])
-                due = nexts[next_key]
                 # The entry just popped is the live one: moved to its next instant in place (a
                 # new one per firing was an object per firing for the collector to promote).
                 armed.last_planned = slots[-1]
-                armed.due_at = due + schedule.jitter_at(due)
+                armed.due_at = due + schedule.jitter_at(due) if schedule.jitter_ms > 0 else due
                 self._enqueue(armed)
-                if self.pauses.is_paused(schedule.name):
+                if is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
                     herd.append((schedule, slots[0]))
