@@ -143,6 +143,11 @@ class Schedule:
         draw = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
         return timedelta(milliseconds=draw % (self.jitter_ms + 1))
 
+    def fires_at(self, slot: datetime) -> datetime:
+        """The instant the timer fires ``slot``: ``slot`` plus :meth:`jitter_at`, or ``slot``
+        itself for a schedule without jitter (every firing asks: no zero delay is built)."""
+        return slot + self.jitter_at(slot) if self.jitter_ms > 0 else slot
+
     def period_at(self, instant: datetime) -> timedelta:
         """The interval between the occurrences around ``instant`` (cron is not fixed-interval)."""
         return self.spec.period_at(instant)

@@ -62,8 +62,7 @@ class Timer:
         self, schedule: Schedule, last_planned: datetime, due_at: datetime | None = None
     ) -> None:
         if due_at is None:
-            due_at = schedule.next_occurrence(last_planned)
-            due_at += schedule.jitter_at(due_at)
+            due_at = schedule.fires_at(schedule.next_occurrence(last_planned))
         armed = self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
         self._enqueue(armed)
 
@@ -134,7 +133,7 @@ class Timer:
                 # The entry just popped is the live one: moved to its next instant in place (a
                 # new one per firing was an object per firing for the collector to promote).
                 armed.last_planned = slots[-1]
-                armed.due_at = due + schedule.jitter_at(due) if schedule.jitter_ms > 0 else due
+                armed.due_at = schedule.fires_at(due)
                 self._enqueue(armed)
                 if is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)

@@ -42,6 +42,9 @@ def test_the_delay_is_a_deterministic_draw_per_schedule_and_slot() -> None:
     assert min(herd) < timedelta(seconds=2) and max(herd) > timedelta(seconds=18)
     plain = define_schedule(name="plain", cron="* * * * *", timezone="UTC", handler=_noop)
     assert plain.jitter_at(NOON) == timedelta(0)
+    # the timer fires a slot at slot + its delay; without jitter at the slot itself
+    assert [a.fires_at(s) for s in slots] == [s + d for s, d in zip(slots, delays, strict=True)]
+    assert plain.fires_at(NOON) is NOON
 
 
 @pytest.mark.parametrize(
