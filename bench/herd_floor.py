@@ -23,20 +23,46 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.ours import build
+from fastapi_voltro_schedules import Scheduling
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import statements as q
+from fastapi_voltro_schedules.store.engines import make_engine
 from fastapi_voltro_schedules.store.records import RunRecord, new_run_ids
 
 
-async def floor(n: int, repeat: int, directory: Path) -> list[dict[str, Any]]:
+async def prepared(n: int, directory: Path) -> tuple[Scheduling, AsyncEngine]:
+    """The heap of a bench worker (the package imported, ``n`` schedules defined) and a fresh
+    SQLite ledger at head in ``directory``, on the engine our store opens."""
     url = f"sqlite+aiosqlite:///{directory / 'floor.db'}"
-    scheduling = build(n, "0 0 0 * * *", url)  # the heap of a herd worker: n schedules defined
-    engine = create_async_engine(url)
+    scheduling = build(n, "0 0 0 * * *", url)
+    engine = make_engine(url)  # our store's engine: WAL, synchronous=NORMAL, BEGIN IMMEDIATE
     await upgrade_to_head(engine)
+    return scheduling, engine
+
+
+def running_rows(scheduling: Scheduling, slot: datetime) -> list[RunRecord]:
+    """One ``running`` row per schedule for ``slot``, as admission writes them."""
+    ids = new_run_ids(len(scheduling.schedules))
+    return [
+        RunRecord(
+            id=run_id,
+            name=schedule.name,
+            scheduled_at=slot,
+            status=RunStatus.RUNNING,
+            trigger=Trigger.SELF,
+            fired_at=slot,
+            replica_id="floor",
+        )
+        for schedule, run_id in zip(scheduling.schedules, ids, strict=True)
+    ]
+
+
+async def floor(n: int, repeat: int, directory: Path) -> list[dict[str, Any]]:
+    scheduling, engine = await prepared(n, directory)
     insert = q.driver_statement(q.insert_runs(), engine.dialect)
     started: list[float] = []
 
@@ -54,20 +80,8 @@ async def floor(n: int, repeat: int, directory: Path) -> list[dict[str, Any]]:
     rounds = []
     try:
         for _ in range(repeat):
-            now = datetime.now(UTC).replace(microsecond=0)
-            rows = [
-                RunRecord(
-                    id=run_id,
-                    name=schedule.name,
-                    scheduled_at=now,
-                    status=RunStatus.RUNNING,
-                    trigger=Trigger.SELF,
-                    fired_at=now,
-                    replica_id="floor",
-                ).to_row()
-                for schedule, run_id in zip(scheduling.schedules, new_run_ids(n), strict=True)
-            ]
-            tuples = insert.rows(rows, "sqlite")
+            rows = running_rows(scheduling, datetime.now(UTC).replace(microsecond=0))
+            tuples = insert.rows([r.to_row() for r in rows], "sqlite")
             t0 = time.perf_counter()
             async with engine.begin() as conn:
                 await conn.exec_driver_sql(insert.sql, tuples)

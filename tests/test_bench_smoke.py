@@ -105,3 +105,10 @@ def test_herd_floor_writes_the_rows_and_starts_every_task() -> None:
     out = _bench("bench.herd_floor", "--n", "50", "--repeat", "2")
     rounds = [line for line in out.splitlines() if line.startswith("insert ")]
     assert len(rounds) == 2 and all("started 50 " in line for line in rounds), out
+
+
+def test_steady_floor_runs_every_task_and_finishes_every_row() -> None:
+    out = _bench("bench.steady_floor", "--n", "20", "--rounds", "3")
+    assert "tasks only" in out and out.count("firings 60 ") == 2, out
+    # every row written `running` was finished by the terminal write, none left behind
+    assert "ledger rows by status: {'succeeded': 60}" in out, out
