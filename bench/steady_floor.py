@@ -104,7 +104,7 @@ async def floor(n: int, rounds: int, directory: Path) -> dict[str, dict[str, Any
                 "full_collections": gc.get_stats()[2]["collections"] - full_before,
             }
         async with engine.connect() as conn:
-            counted = await conn.exec_driver_sql(
+            counted: Any = await conn.exec_driver_sql(
                 "SELECT status, count(*) FROM _voltro_schedule_runs GROUP BY status"
             )
             results["ledger"]["rows"] = {row[0]: row[1] for row in counted.all()}
