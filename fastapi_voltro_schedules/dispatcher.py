@@ -175,16 +175,20 @@ class Dispatcher:
         finally:
             turn.close()
 
-    async def fire_batch(self, items: list[tuple[Schedule, datetime]]) -> None:
-        """The herd: many schedules due at one instant, admitted together — one claim
-        statement per 1,000 keys, one overlap read, one insert — then started in one pass.
+    async def fire_batch(self, schedules: list[Schedule], slots: list[datetime]) -> None:
+        """The herd: many schedules due at one instant (``schedules[i]`` at ``slots[i]``),
+        admitted together — one claim statement per 1,000 keys, one overlap read, one insert
+        — then started in one pass.
 
         Admitting in chunks (starting the first handlers while later rows are written) was
         measured and lost: on SQLite the driver thread's per-row GIL handoffs stall while the
         loop starts tasks, and on Postgres the extra round trips cost more than they overlap.
         """
-        starts = await self.admitter.admit_batch(items)
-        await self.runner.execute_many(starts, self._handler_done, self._recorded, self.quiet)
+        starting, runs = await self.admitter.admit_batch(schedules, slots)
+        del schedules, slots  # the herd as the timer handed it is no longer needed
+        await self.runner.execute_many(
+            starting, runs, self._handler_done, self._recorded, self.quiet
+        )
 
     async def fire_slots(self, schedule: Schedule, slots: list[datetime]) -> None:
         """Several slots of one schedule came due at once (fell behind): the backfill policy

@@ -119,15 +119,16 @@ class Runner:
 
     async def execute_many(
         self,
-        runs: Sequence[tuple[Schedule, RunRecord]],
+        schedules: Sequence[Schedule],
+        runs: Sequence[RunRecord],
         handler_done: Callable[[Schedule, RunRecord], None],
         recorded: Callable[[Sequence[RunOutcome]], None],
         started: Callable[[], None] | None = None,
     ) -> None:
-        """Run the herd's admitted firings (see :class:`RunBatch`); returns once every outcome
-        is recorded. ``recorded`` is told after each terminal write, ``started`` once every
-        handler has taken its first step."""
-        await RunBatch(self, handler_done, recorded, started).run(runs)
+        """Run the herd's admitted firings, ``runs[i]`` of ``schedules[i]`` (see
+        :class:`RunBatch`); returns once every outcome is recorded. ``recorded`` is told after
+        each terminal write, ``started`` once every handler has taken its first step."""
+        await RunBatch(self, handler_done, recorded, started).run(schedules, runs)
 
     def outcome(
         self,
@@ -298,14 +299,18 @@ class RunBatch:
         self._handler_done = handler_done
         self._recorded = recorded
         self._started = started
-        # The admitted (schedule, run) pair is kept as it came, its watch beside it: a new
-        # triple per firing would be one more object per firing for the collector to promote.
-        self._live: dict[asyncio.Task[None], tuple[Schedule, RunRecord]] = {}
-        self._watched: dict[asyncio.Task[None], Watched] = {}
+        # A live task maps to its index in the herd's aligned lists: a (schedule, run, watch)
+        # triple per firing would be one more object per firing for the collector to promote
+        # (an int is not tracked).
+        self._live: dict[asyncio.Task[None], int] = {}
+        self._schedules: Sequence[Schedule] = ()
+        self._runs: Sequence[RunRecord] = ()
+        self._watched: list[Watched | None] = []
         self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
 
-    def _start(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
+    def _start(self, schedules: Sequence[Schedule], runs: Sequence[RunRecord]) -> None:
+        self._schedules, self._runs = schedules, runs
         runner, loop = self._runner, asyncio.get_running_loop()
         clock = runner.clock
         at = (clock.monotonic(), clock.now())
@@ -314,8 +319,8 @@ class RunBatch:
         # call otherwise. It is the context it would copy (this one); the handlers' tasks
         # each still get their own.
         callbacks = contextvars.copy_context()
-        for item in runs:
-            schedule, run = item
+        live, watching = self._live, self._watched
+        for i, (schedule, run) in enumerate(zip(schedules, runs, strict=True)):
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
             handler = schedule.handler
@@ -324,14 +329,15 @@ class RunBatch:
             else:
                 coro = runner._invoke(schedule, ctx)
             task = loop.create_task(coro)
-            watched = runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task, at)
-            self._live[task] = item
-            self._watched[task] = watched
+            watching.append(runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task, at))
+            live[task] = i
             task.add_done_callback(done, context=callbacks)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        schedule, run = self._live.pop(task)
-        watched = self._watched.pop(task)
+        i = self._live.pop(task)
+        schedule, run, watched = self._schedules[i], self._runs[i], self._watched[i]
+        assert watched is not None  # a task ends once
+        self._watched[i] = None  # not kept to the end of the herd: the watch may go now
         self._runner.watchdog.unwatch(watched)
         self._handler_done(schedule, run)
         error = None if task.cancelled() else task.exception()
@@ -345,10 +351,11 @@ class RunBatch:
         await self._runner._finish(ended, budget=budget)
         self._recorded(ended)
 
-    async def run(self, runs: Sequence[tuple[Schedule, RunRecord]]) -> None:
-        """Start the handlers of ``runs`` (their ``running`` rows are written) and record each
-        outcome as it comes."""
-        self._start(runs)
+    async def run(self, schedules: Sequence[Schedule], runs: Sequence[RunRecord]) -> None:
+        """Start the handlers of ``runs`` (their ``running`` rows are written), ``runs[i]``
+        of ``schedules[i]``, and record each outcome as it comes."""
+        self._start(schedules, runs)
+        del schedules, runs
         try:
             if self._started is not None:
                 await asyncio.sleep(0)  # the handlers' tasks were queued first: they run now

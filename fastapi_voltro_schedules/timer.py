@@ -104,7 +104,9 @@ class Timer:
         # every schedule sharing it: one entry holds both (the slots, whether the walk was
         # capped, the next instant; ``None`` when no slot passed).
         walks: dict[tuple[int, datetime], tuple[list[datetime], bool, datetime | None]] = {}
-        herd: list[tuple[Schedule, datetime]] = []
+        # The herd as two aligned lists (see Admitter.admit_batch): no pair per firing.
+        herd: list[Schedule] = []
+        herd_slots: list[datetime] = []
         stepped_back: list[_Armed] = []
         dispatched = False
         live, is_paused = self._armed, self.pauses.is_paused
@@ -138,12 +140,13 @@ class Timer:
                 if is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
                 if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
-                    herd.append((schedule, slots[0]))
+                    herd.append(schedule)
+                    herd_slots.append(slots[0])
                 else:
                     self.dispatcher.spawn(self.dispatcher.fire_slots, schedule, slots)
                     dispatched = True
         for armed in stepped_back:
             self._enqueue(armed)
         if herd:
-            self.dispatcher.spawn(self.dispatcher.fire_batch, herd)
+            self.dispatcher.spawn(self.dispatcher.fire_batch, herd, herd_slots)
         return dispatched or bool(herd)

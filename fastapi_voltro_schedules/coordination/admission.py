@@ -268,29 +268,35 @@ class Admitter:
     # -- the herd -------------------------------------------------------------------------
 
     async def admit_batch(
-        self, items: Sequence[tuple[Schedule, datetime]]
-    ) -> list[tuple[Schedule, RunRecord]]:
-        """Claim, apply the overlap rule to and record the herd (``trigger="self"``, no
-        ``queue`` schedules — those go one by one through :meth:`admit`): one claim statement
-        per 1,000 keys, one overlap read, one insert. Returns the runs to start (their
-        ``running`` rows are written and they count as in flight)."""
+        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
+    ) -> tuple[list[Schedule], list[RunRecord]]:
+        """Claim, apply the overlap rule to and record the herd — ``schedules[i]`` at
+        ``slots[i]`` (``trigger="self"``, no ``queue`` schedules — those go one by one through
+        :meth:`admit`): one claim statement per 1,000 keys, one overlap read, one insert.
+        Returns the runs to start and their schedules, aligned (their ``running`` rows are
+        written and they count as in flight).
+
+        The herd travels as two aligned lists, not a list of pairs: a pair per firing, alive
+        for the whole herd, was one more object per firing for the collector to promote."""
         holds = self.pauses.holds
-        items = [item for item in items if not holds(item[0].name, item[1])]
-        if not items:
-            return []
+        if any(holds(s.name, slot) for s, slot in zip(schedules, slots, strict=True)):
+            kept = [i for i, s in enumerate(schedules) if not holds(s.name, slots[i])]
+            schedules, slots = [schedules[i] for i in kept], [slots[i] for i in kept]
+        if not schedules:
+            return [], []
         try:
-            outcomes = await self.gate.elect_many(items)
+            outcomes = await self.gate.elect_many(schedules, slots)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
-                len(items),
-                items[0][0].name,
-                iso_z(items[0][1]),
+                len(schedules),
+                schedules[0].name,
+                iso_z(slots[0]),
                 exc,
             )
-            for schedule, slot in items:
+            for schedule, slot in zip(schedules, slots, strict=True):
                 self.ledger.holes.add(schedule, slot, Trigger.SELF, None)
-            return []
+            return [], []
         # Indices into the herd, not (schedule, slot, outcome) triples: a triple per firing,
         # alive across the awaits below, was one more object for the collector to promote.
         won = [i for i, outcome in enumerate(outcomes) if outcome is not None]
@@ -298,7 +304,7 @@ class Admitter:
         elsewhere: dict[str, list[RunRecord]] = defaultdict(list)
         ask = [
             s.name
-            for s in (items[i][0] for i in won)
+            for s in (schedules[i] for i in won)
             if s.on_overlap is OverlapPolicy.SKIP and self.skip.needs_read(s)
         ]
         blind: set[str] = set()
@@ -317,9 +323,10 @@ class Admitter:
                 )
                 blind = set(ask)
         rows: list[RunRecord] = []
-        starts: list[tuple[Schedule, RunRecord]] = []
+        starting: list[Schedule] = []
+        runs: list[RunRecord] = []
         for i, run_id in zip(won, new_run_ids(len(won)), strict=True):
-            schedule, slot = items[i]
+            schedule, slot = schedules[i], slots[i]
             outcome = outcomes[i]
             assert outcome is not None
             if schedule.name in blind:
@@ -344,12 +351,14 @@ class Admitter:
             running = RunStatus.RUNNING
             run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id, now)
             rows.append(run)
-            starts.append((schedule, run))
+            starting.append(schedule)
+            runs.append(run)
         try:
             if self.fence is not None:
                 # cluster: only the rows of schedules still ours are written, and only those run
                 written = {r.id for r in await self.fence.insert(rows)}
-                starts = [(s, run) for s, run in starts if run.id in written]
+                kept = [i for i, run in enumerate(runs) if run.id in written]
+                starting, runs = [starting[i] for i in kept], [runs[i] for i in kept]
             else:
                 await self.store.insert_runs(rows)
         except StoreUnavailableError as exc:
@@ -357,14 +366,14 @@ class Admitter:
                 "schedule: could not record %d firings — not running them: %s", len(rows), exc
             )
             for i in won:
-                schedule, slot = items[i]
+                schedule, slot = schedules[i], slots[i]
                 outcome = outcomes[i]
                 if schedule.name not in blind:
                     self._hole(schedule, slot, Trigger.SELF, outcome)
-            return []
-        for _, run in starts:
+            return [], []
+        for run in runs:
             self.inflight.add(run)
-        return starts
+        return starting, runs
 
 
 class _Adopted:

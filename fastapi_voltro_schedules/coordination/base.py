@@ -88,7 +88,8 @@ class Gate(Protocol):
         ...
 
     async def elect_many(
-        self, items: Sequence[tuple[Schedule, datetime]]
+        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
     ) -> list[CoordinationOutcome | None]:
-        """:meth:`elect` for the herd (``trigger="self"``), aligned with ``items``."""
+        """:meth:`elect` for the herd (``trigger="self"``): ``schedules[i]`` at ``slots[i]``,
+        the outcomes aligned with them."""
         ...

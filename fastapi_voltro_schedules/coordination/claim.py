@@ -36,8 +36,8 @@ class ClaimGate:
         return CoordinationOutcome.WON_LOCK
 
     async def elect_many(
-        self, items: Sequence[tuple[Schedule, datetime]]
+        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
     ) -> list[CoordinationOutcome | None]:
-        keys = [claim_key(schedule.name, slot) for schedule, slot in items]
+        keys = [claim_key(s.name, slot) for s, slot in zip(schedules, slots, strict=True)]
         won = await self._store.claim_many(keys, self._replica_id, self._clock.now())
         return [CoordinationOutcome.WON_LOCK if key in won else None for key in keys]

@@ -148,11 +148,11 @@ class ClusterGate:
         return CoordinationOutcome.CLUSTER
 
     async def elect_many(
-        self, items: Sequence[tuple[Schedule, datetime]]
+        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
     ) -> list[CoordinationOutcome | None]:
         return [
             CoordinationOutcome.CLUSTER if self._admits(s.name, slot) is not None else None
-            for s, slot in items
+            for s, slot in zip(schedules, slots, strict=True)
         ]
 
     # -- the fenced writes ------------------------------------------------------------------

@@ -29,6 +29,6 @@ class SingleGate:
         return CoordinationOutcome.SINGLE
 
     async def elect_many(
-        self, items: Sequence[tuple[Schedule, datetime]]
+        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
     ) -> list[CoordinationOutcome | None]:
-        return [CoordinationOutcome.SINGLE] * len(items)
+        return [CoordinationOutcome.SINGLE] * len(schedules)
