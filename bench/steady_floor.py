@@ -11,7 +11,9 @@ tuples our store sends), start ``n`` tasks of a handler like the bench's (it app
 to a list) and wait until all have run, then write every row's terminal status in one
 transaction (our finish statement, a ``finished_at`` per row). A second series runs only the
 tasks. Prints the process CPU (every thread, as the bench measures it) per 1,000 firings of
-each and the full collections CPython ran: ``python -m bench steady``'s "CPU-s/1k firings" of
+each, a round's wall time (the second's work done back to back: at ``n`` a second it must fit
+in the second, and the last handler of a slot cannot start before its rows are in) and the
+full collections CPython ran: ``python -m bench steady``'s "CPU-s/1k firings" of
 ours minus the first is what the scheduler adds; the tasks alone are what any asyncio
 scheduler pays. bench/README.md ("Where we stand") reads it.
 """
@@ -22,6 +24,7 @@ import argparse
 import asyncio
 import gc
 import resource
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -94,11 +97,15 @@ async def floor(n: int, rounds: int, directory: Path) -> dict[str, dict[str, Any
             fired.clear()
             full_before = gc.get_stats()[2]["collections"]
             cpu0 = cpu_seconds()
+            walls = []
             for _ in range(rounds):
                 slot += timedelta(seconds=1)
+                began = time.perf_counter()
                 await one_round(slot)
+                walls.append(time.perf_counter() - began)
             cpu = cpu_seconds() - cpu0
             results[label] = {
+                "round_ms": statistics.median(walls) * 1000,
                 "cpu_s_per_1000": cpu / len(fired) * 1000,
                 "firings": len(fired),
                 "full_collections": gc.get_stats()[2]["collections"] - full_before,
@@ -127,6 +134,7 @@ def main() -> None:
     for label, r in results.items():
         print(
             f"{label:12s} {r['cpu_s_per_1000']:.3f} CPU-s per 1,000 firings   "
+            f"a round {r['round_ms']:.0f} ms (median)   "
             f"firings {r['firings']:,}   full collections {r['full_collections']}"
         )
     print(f"ledger rows by status: {results['ledger']['rows']}")
