@@ -25,13 +25,15 @@ from .logs import logger, run_fields
 from .store import RunOutcome
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from fastapi import FastAPI
 
     from .clock import Clock
     from .definition import Schedule
     from .ledger import Ledger
     from .store import RunRecord
-    from .watchdog import Watchdog, Watched
+    from .watchdog import Watchdog, Watched, WatchedHerd
 
 FINISH_RETRY_BUDGET_S = 120.0
 """How long a terminal write is retried while the store is unreachable. Meanwhile the row keeps
@@ -108,12 +110,12 @@ class Runner:
             if handler_done is not None:
                 handler_done()
             with anyio.CancelScope(shield=True):
-                shutdown = self.outcome(schedule, run, watched, None, shutdown=True)
+                shutdown = self.outcome(schedule, run, watched.timed_out, None, shutdown=True)
                 await self._finish([shutdown], budget=SHUTDOWN_FINISH_BUDGET_S)
             raise
         if handler_done is not None:
             handler_done()
-        outcome = self.outcome(schedule, run, watched, error)
+        outcome = self.outcome(schedule, run, watched.timed_out, error)
         await self._finish([outcome])
         return outcome.status
 
@@ -134,7 +136,7 @@ class Runner:
         self,
         schedule: Schedule,
         run: RunRecord,
-        watched: Watched,
+        timed_out: bool,
         error: BaseException | None,
         *,
         shutdown: bool = False,
@@ -142,7 +144,7 @@ class Runner:
         """How a run ended, as the terminal write that records it (a failure is logged here,
         with its traceback)."""
         trace: str | None = None
-        if watched.timed_out:
+        if timed_out:
             status, tag = RunStatus.FAILED, "timeout"
             message: str | None = f"exceeded max_runtime_ms={schedule.max_runtime_ms}" + (
                 "; the worker thread was abandoned" if not schedule.awaits_handler else ""
@@ -301,11 +303,12 @@ class RunBatch:
         self._started = started
         # A live task maps to its index in the herd's aligned lists: a (schedule, run, watch)
         # triple per firing would be one more object per firing for the collector to promote
-        # (an int is not tracked).
+        # (an int is not tracked). Runs sharing a deadline share one watch (WatchedHerd).
         self._live: dict[asyncio.Task[None], int] = {}
         self._schedules: Sequence[Schedule] = ()
         self._runs: Sequence[RunRecord] = ()
-        self._watched: list[Watched | None] = []
+        self._watch_of: list[WatchedHerd] = []
+        self._place: list[int] = []
         self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
 
@@ -319,7 +322,9 @@ class RunBatch:
         # call otherwise. It is the context it would copy (this one); the handlers' tasks
         # each still get their own.
         callbacks = contextvars.copy_context()
-        live, watching = self._live, self._watched
+        live, watch_of, place = self._live, self._watch_of, self._place
+        watchdog = runner.watchdog
+        by_deadline: dict[datetime, WatchedHerd] = {}
         for i, (schedule, run) in enumerate(zip(schedules, runs, strict=True)):
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
@@ -329,20 +334,22 @@ class RunBatch:
             else:
                 coro = runner._invoke(schedule, ctx)
             task = loop.create_task(coro)
-            watching.append(runner.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, task, at))
+            watch = by_deadline.get(ctx.deadline)
+            if watch is None:
+                watch = by_deadline[ctx.deadline] = watchdog.watch_herd(ctx.deadline, at)
+            watch_of.append(watch)
+            place.append(watch.add(run.id, task))
             live[task] = i
             task.add_done_callback(done, context=callbacks)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         i = self._live.pop(task)
-        schedule, run, watched = self._schedules[i], self._runs[i], self._watched[i]
-        assert watched is not None  # a task ends once
-        self._watched[i] = None  # not kept to the end of the herd: the watch may go now
-        self._runner.watchdog.unwatch(watched)
+        schedule, run = self._schedules[i], self._runs[i]
+        timed_out = self._runner.watchdog.end(self._watch_of[i], self._place[i])
         self._handler_done(schedule, run)
         error = None if task.cancelled() else task.exception()
-        shutdown = task.cancelled() and not watched.timed_out
-        outcome = self._runner.outcome(schedule, run, watched, error, shutdown=shutdown)
+        shutdown = task.cancelled() and not timed_out
+        outcome = self._runner.outcome(schedule, run, timed_out, error, shutdown=shutdown)
         self._ended.append(outcome)
         self._wake.set()
 

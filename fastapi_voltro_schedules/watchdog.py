@@ -54,10 +54,57 @@ class Watched:
     timed_out: bool = False
     done: bool = field(default=False, repr=False)
 
-    def __lt__(self, other: Watched) -> bool:
+    def __lt__(self, other: Watched | WatchedHerd) -> bool:
         if self.expires != other.expires:
             return self.expires < other.expires
         return self.seq < other.seq
+
+    def expire(self) -> None:
+        if self.stop is not None:
+            self.timed_out = True
+            self.stop.cancel()
+
+
+class WatchedHerd:
+    """Runs started together under one deadline (a herd's schedules that share a
+    ``max_runtime``): one deadline entry and one object for all of them. A :class:`Watched` per
+    run was one more object per firing for the collector to promote. Run ``j`` is live while
+    ``stops[j]`` is set; :meth:`Watchdog.end` says whether the deadline cut it short."""
+
+    __slots__ = ("done", "expires", "live", "run_ids", "seq", "started", "stops", "timed_out")
+
+    def __init__(self, started: float, expires: float, seq: int) -> None:
+        self.run_ids: list[str] = []
+        self.stops: list[Stoppable | None] = []
+        self.started = started
+        self.expires = expires
+        self.seq = seq
+        self.timed_out: set[int] = set()
+        self.live = 0
+        self.done = False
+
+    def __lt__(self, other: Watched | WatchedHerd) -> bool:
+        if self.expires != other.expires:
+            return self.expires < other.expires
+        return self.seq < other.seq
+
+    def add(self, run_id: str, stop: Stoppable) -> int:
+        """Watch one more run of the herd; returns its index (for :meth:`Watchdog.end`)."""
+        self.run_ids.append(run_id)
+        self.stops.append(stop)
+        self.live += 1
+        return len(self.stops) - 1
+
+    def expire(self) -> None:
+        for j, stop in enumerate(self.stops):
+            if stop is not None:
+                self.timed_out.add(j)
+                stop.cancel()
+
+    def beating(self) -> list[str]:
+        """The ids of its runs still going."""
+        stops = self.stops
+        return [run_id for j, run_id in enumerate(self.run_ids) if stops[j] is not None]
 
 
 class Watchdog:
@@ -70,7 +117,8 @@ class Watchdog:
         self.interval = timedelta(milliseconds=heartbeat_ms)
         self._interval_s = heartbeat_ms / 1000
         self._runs: dict[str, Watched] = {}
-        self._deadlines: list[Watched] = []
+        self._herds: set[WatchedHerd] = set()
+        self._deadlines: list[Watched | WatchedHerd] = []
         self._seq = itertools.count()
         self._sleep_scope: anyio.CancelScope | None = None
         self._wake_at: float | None = None
@@ -98,6 +146,28 @@ class Watchdog:
             self._wake()
         return watched
 
+    def watch_herd(self, deadline: datetime, at: tuple[float, datetime]) -> WatchedHerd:
+        """Watch runs started together (``at``: the clock's ``(monotonic(), now())`` read once
+        for them) that must all be over by ``deadline``; add them with
+        :meth:`WatchedHerd.add`, let each go with :meth:`end`."""
+        started, now = at
+        herd = WatchedHerd(started, started + (deadline - now).total_seconds(), next(self._seq))
+        self._herds.add(herd)
+        heapq.heappush(self._deadlines, herd)
+        if self._wake_at is None or herd.expires < self._wake_at:
+            self._wake()
+        return herd
+
+    def end(self, herd: WatchedHerd, j: int) -> bool:
+        """Run ``j`` of ``herd`` is over; returns whether the deadline cancelled it."""
+        herd.stops[j] = None
+        herd.live -= 1
+        if herd.live == 0:
+            herd.done = True
+            self._herds.discard(herd)
+            self._compact()
+        return j in herd.timed_out
+
     def keep_alive(self, run_id: str, since: datetime) -> Watched:
         """Beat ``run_id`` (a ``queued`` row) like a running one, with no deadline, until
         :meth:`unwatch`: a waiter that stops beating is a corpse by the same rule."""
@@ -110,11 +180,14 @@ class Watchdog:
         watched.stop = None
         if self._runs.get(watched.run_id) is watched:
             del self._runs[watched.run_id]
+        self._compact()
+
+    def _compact(self) -> None:
         # A finished run's deadline entry would otherwise sit in the heap until its deadline
         # (30 minutes by default): at 1,000 firings a second, 1.8 million dead entries. Drop
-        # them in bulk once they are the majority (every entry beyond the watched runs is a
-        # finished one), so the heap stays about the live runs.
-        finished = len(self._deadlines) - len(self._runs)
+        # them in bulk once they are the majority (every entry beyond the watched runs and
+        # herds is a finished one), so the heap stays about the live runs.
+        finished = len(self._deadlines) - len(self._runs) - len(self._herds)
         if finished > 64 and finished * 2 > len(self._deadlines):
             self._deadlines = [entry for entry in self._deadlines if not entry.done]
             heapq.heapify(self._deadlines)
@@ -148,13 +221,15 @@ class Watchdog:
     def _expire(self, now: float) -> None:
         """Cancel every run whose ``expires`` is at or before ``now`` (monotonic seconds)."""
         while self._deadlines and self._deadlines[0].expires <= now:
-            watched = heapq.heappop(self._deadlines)
-            if not watched.done and watched.stop is not None:
-                watched.timed_out = True
-                watched.stop.cancel()
+            entry = heapq.heappop(self._deadlines)
+            if not entry.done:
+                entry.expire()
 
     async def _beat(self, now: float) -> None:
         due = [w.run_id for w in self._runs.values() if now - w.started >= self._interval_s]
+        for herd in self._herds:
+            if now - herd.started >= self._interval_s:
+                due.extend(herd.beating())
         if not due:
             return
         try:

@@ -158,6 +158,78 @@ async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> 
         await store.dispose()
 
 
+async def test_a_herd_watch_cancels_its_live_runs_at_the_deadline_and_leaves_no_entries(
+    sqlite_url: str,
+) -> None:
+    """Runs started together under one deadline share one watch: the deadline cancels the
+    ones still going (each reported timed out when it ends), not the ones already over; and
+    finished herds do not pile up in the heap any more than finished runs do."""
+    store = create_store(sqlite_url)
+    try:
+        clock = ManualClock(T0)
+        dog = Watchdog(clock, store, "r1", heartbeat_ms=30_000)
+        cancelled: list[str] = []
+        herd = dog.watch_herd(T0 + timedelta(seconds=10), (clock.monotonic(), T0))
+        places = [herd.add(name, Stop(cancelled, name)) for name in ("a", "b", "c")]
+        assert places == [0, 1, 2]
+        assert dog.end(herd, 0) is False  # over before its deadline
+        dog._expire(clock.monotonic() + 9)
+        assert cancelled == []
+        dog._expire(clock.monotonic() + 10.5)
+        assert cancelled == ["b", "c"]
+        assert dog.end(herd, 2) is True and dog.end(herd, 1) is True
+        assert herd.done and herd not in dog._herds
+        for _ in range(1_000):
+            other = dog.watch_herd(T0 + timedelta(minutes=30), (clock.monotonic(), T0))
+            dog.end(other, other.add("x", Stop(cancelled, "x")))
+        assert len(dog._deadlines) < 200
+        assert cancelled == ["b", "c"]
+    finally:
+        await store.dispose()
+
+
+async def test_a_herd_watch_beats_the_runs_still_going(sqlite_url: str) -> None:
+    store = create_store(sqlite_url)
+    await store.create_schema()
+    clock = ManualClock(T0)
+    for run_id in ("sr_done", "sr_going"):
+        await store.insert_run(
+            RunRecord(
+                id=run_id,
+                name=run_id,
+                scheduled_at=T0,
+                status=RunStatus.RUNNING,
+                trigger=Trigger.SELF,
+                fired_at=T0,
+                replica_id="r1",
+            )
+        )
+    dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
+    herd = dog.watch_herd(T0 + timedelta(hours=1), (clock.monotonic(), T0))
+    done = herd.add("sr_done", Stop([], "sr_done"))
+    herd.add("sr_going", Stop([], "sr_going"))
+    dog.end(herd, done)
+
+    async def beat_of(run_id: str) -> datetime | None:
+        run = await store.get_run(run_id)
+        assert run is not None
+        return run.heartbeat_at
+
+    async def body() -> None:
+        await step(clock, 6)
+        for _ in range(100):
+            if await beat_of("sr_going") is not None:
+                break
+            await anyio.sleep(0.02)
+        assert await beat_of("sr_going") == T0 + timedelta(seconds=6)
+        assert await beat_of("sr_done") is None
+
+    try:
+        await _loop(dog, clock, body)
+    finally:
+        await store.dispose()
+
+
 def test_manual_clock_monotonic_moves_with_advance_only() -> None:
     clock = ManualClock(T0)
     assert clock.monotonic() == 0.0
