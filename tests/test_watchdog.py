@@ -10,7 +10,7 @@ import pytest
 
 from fastapi_voltro_schedules.clock import Clock, SystemClock
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
-from fastapi_voltro_schedules.store import RunRecord, create_store
+from fastapi_voltro_schedules.store import RunRecord, Store, create_store
 from fastapi_voltro_schedules.testing import ManualClock
 from fastapi_voltro_schedules.watchdog import Watchdog
 
@@ -114,16 +114,12 @@ async def test_a_backward_wall_step_does_not_extend_a_deadline(sqlite_url: str) 
         await store.dispose()
 
 
-async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> None:
-    """A run is beaten once it has run one interval of elapsed time; a wall step neither
-    beats a fresh run early nor starves an old one."""
-    store = create_store(sqlite_url)
-    await store.create_schema()
-    clock = ManualClock(T0)
+async def running_row(store: Store, run_id: str, name: str) -> None:
+    """A ``running`` row of replica ``r1``, fired at ``T0``: something for beats to land on."""
     await store.insert_run(
         RunRecord(
-            id="sr_beat",
-            name="job",
+            id=run_id,
+            name=name,
             scheduled_at=T0,
             status=RunStatus.RUNNING,
             trigger=Trigger.SELF,
@@ -131,26 +127,36 @@ async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> 
             replica_id="r1",
         )
     )
+
+
+async def beat_of(store: Store, run_id: str) -> datetime | None:
+    run = await store.get_run(run_id)
+    assert run is not None
+    return run.heartbeat_at
+
+
+async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> None:
+    """A run is beaten once it has run one interval of elapsed time; a wall step neither
+    beats a fresh run early nor starves an old one."""
+    store = create_store(sqlite_url)
+    await store.create_schema()
+    clock = ManualClock(T0)
+    await running_row(store, "sr_beat", "job")
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     dog.watch("sr_beat", T0, T0 + timedelta(hours=1), Stop([], "sr_beat"))
-
-    async def beat_of() -> datetime | None:
-        run = await store.get_run("sr_beat")
-        assert run is not None
-        return run.heartbeat_at
 
     async def body() -> None:
         clock.set(T0 + timedelta(hours=2))  # wall jumps 2 h: 0 s of elapsed time
         await step(clock, 1)
         await anyio.sleep(0.05)  # the store write, if any, is real I/O
-        assert await beat_of() is None
+        assert await beat_of(store, "sr_beat") is None
         await step(clock, 5)
         for _ in range(100):
-            if await beat_of() is not None:
+            if await beat_of(store, "sr_beat") is not None:
                 break
             await anyio.sleep(0.02)
         # stamped with the wall clock the replica shows (the ledger's time)
-        assert await beat_of() == T0 + timedelta(hours=2, seconds=6)
+        assert await beat_of(store, "sr_beat") == T0 + timedelta(hours=2, seconds=6)
 
     try:
         await _loop(dog, clock, body)
@@ -193,36 +199,21 @@ async def test_a_herd_watch_beats_the_runs_still_going(sqlite_url: str) -> None:
     await store.create_schema()
     clock = ManualClock(T0)
     for run_id in ("sr_done", "sr_going"):
-        await store.insert_run(
-            RunRecord(
-                id=run_id,
-                name=run_id,
-                scheduled_at=T0,
-                status=RunStatus.RUNNING,
-                trigger=Trigger.SELF,
-                fired_at=T0,
-                replica_id="r1",
-            )
-        )
+        await running_row(store, run_id, run_id)
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     herd = dog.watch_herd(T0 + timedelta(hours=1), (clock.monotonic(), T0))
     done = herd.add("sr_done", Stop([], "sr_done"))
     herd.add("sr_going", Stop([], "sr_going"))
     dog.end(herd, done)
 
-    async def beat_of(run_id: str) -> datetime | None:
-        run = await store.get_run(run_id)
-        assert run is not None
-        return run.heartbeat_at
-
     async def body() -> None:
         await step(clock, 6)
         for _ in range(100):
-            if await beat_of("sr_going") is not None:
+            if await beat_of(store, "sr_going") is not None:
                 break
             await anyio.sleep(0.02)
-        assert await beat_of("sr_going") == T0 + timedelta(seconds=6)
-        assert await beat_of("sr_done") is None
+        assert await beat_of(store, "sr_going") == T0 + timedelta(seconds=6)
+        assert await beat_of(store, "sr_done") is None
 
     try:
         await _loop(dog, clock, body)
