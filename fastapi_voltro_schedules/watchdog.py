@@ -35,6 +35,13 @@ class Stoppable(Protocol):
     def cancel(self) -> object: ...
 
 
+def _earlier(a: Watched | WatchedHerd, b: Watched | WatchedHerd) -> bool:
+    """The deadline heap's order, for runs and herds alike: ``(expires, seq)``."""
+    if a.expires != b.expires:
+        return a.expires < b.expires
+    return a.seq < b.seq
+
+
 @dataclass(eq=False, slots=True)
 class Watched:
     """One run under watch; ``timed_out`` is set when the watchdog cancelled it. Ordered by
@@ -55,9 +62,7 @@ class Watched:
     done: bool = field(default=False, repr=False)
 
     def __lt__(self, other: Watched | WatchedHerd) -> bool:
-        if self.expires != other.expires:
-            return self.expires < other.expires
-        return self.seq < other.seq
+        return _earlier(self, other)
 
     def expire(self) -> None:
         if self.stop is not None:
@@ -84,9 +89,7 @@ class WatchedHerd:
         self.done = False
 
     def __lt__(self, other: Watched | WatchedHerd) -> bool:
-        if self.expires != other.expires:
-            return self.expires < other.expires
-        return self.seq < other.seq
+        return _earlier(self, other)
 
     def add(self, run_id: str, stop: Stoppable) -> int:
         """Watch one more run of the herd; returns its index (for :meth:`Watchdog.end`)."""
@@ -141,9 +144,7 @@ class Watchdog:
         expires = started + left
         watched = Watched(run_id, fired_at, deadline, stop, started, expires, next(self._seq))
         self._runs[run_id] = watched
-        heapq.heappush(self._deadlines, watched)
-        if self._wake_at is None or watched.expires < self._wake_at:
-            self._wake()
+        self._push(watched)
         return watched
 
     def watch_herd(self, deadline: datetime, at: tuple[float, datetime]) -> WatchedHerd:
@@ -153,10 +154,14 @@ class Watchdog:
         started, now = at
         herd = WatchedHerd(started, started + (deadline - now).total_seconds(), next(self._seq))
         self._herds.add(herd)
-        heapq.heappush(self._deadlines, herd)
-        if self._wake_at is None or herd.expires < self._wake_at:
-            self._wake()
+        self._push(herd)
         return herd
+
+    def _push(self, entry: Watched | WatchedHerd) -> None:
+        """Into the deadline heap; the loop wakes if this deadline comes before its own."""
+        heapq.heappush(self._deadlines, entry)
+        if self._wake_at is None or entry.expires < self._wake_at:
+            self._wake()
 
     def end(self, herd: WatchedHerd, j: int) -> bool:
         """Run ``j`` of ``herd`` is over; returns whether the deadline cancelled it."""
