@@ -31,7 +31,7 @@ from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import statements as q
 from fastapi_voltro_schedules.store.engines import make_engine
-from fastapi_voltro_schedules.store.records import RunRecord, new_run_ids
+from fastapi_voltro_schedules.store.records import RUN_COLUMNS, RunRecord, new_run_ids
 
 
 async def prepared(n: int, directory: Path) -> tuple[Scheduling, AsyncEngine]:
@@ -81,7 +81,7 @@ async def floor(n: int, repeat: int, directory: Path) -> list[dict[str, Any]]:
     try:
         for _ in range(repeat):
             rows = running_rows(scheduling, datetime.now(UTC).replace(microsecond=0))
-            tuples = insert.rows([r.to_row() for r in rows], "sqlite")
+            tuples = insert.tuples(RUN_COLUMNS, [r.values() for r in rows], "sqlite")
             t0 = time.perf_counter()
             async with engine.begin() as conn:
                 await conn.exec_driver_sql(insert.sql, tuples)

@@ -33,6 +33,7 @@ from typing import Any
 
 from bench.herd_floor import prepared, running_rows
 from fastapi_voltro_schedules.store import statements as q
+from fastapi_voltro_schedules.store.records import RUN_COLUMNS
 
 
 def cpu_seconds() -> float:
@@ -66,23 +67,13 @@ async def floor(n: int, rounds: int, directory: Path) -> dict[str, dict[str, Any
     async def ledger_round(slot: datetime) -> None:
         rows = running_rows(scheduling, slot)
         async with engine.begin() as conn:
-            tuples = insert.rows([r.to_row() for r in rows], "sqlite")
+            tuples = insert.tuples(RUN_COLUMNS, [r.values() for r in rows], "sqlite")
             await conn.exec_driver_sql(insert.sql, tuples)
         await start_all([r.name for r in rows], slot.timestamp())
-        ended = [
-            {
-                "b_id": r.id,
-                "b_status": "succeeded",
-                "b_finished": datetime.now(UTC),
-                "b_tag": None,
-                "b_message": None,
-                "b_traceback": None,
-            }
-            for r in rows
-        ]
+        ended = [(r.id, "succeeded", datetime.now(UTC), None, None, None) for r in rows]
         async with engine.begin() as conn:
             await conn.exec_driver_sql(
-                finish.sql, finish.rows(ended, "sqlite", {"b_replica": "floor"})
+                finish.sql, finish.tuples(q.FINISH_KEYS, ended, "sqlite", {"b_replica": "floor"})
             )
 
     names = [s.name for s in scheduling.schedules]

@@ -37,22 +37,27 @@ def _samples(registry: CollectorRegistry) -> list[tuple[str, tuple[tuple[str, st
     return sorted(out)
 
 
-def test_the_exposition_is_prometheus_clients_own() -> None:
-    oracle, ours = CollectorRegistry(), CollectorRegistry()
-    series = SchedulerMetrics(ours).series
-    runs = Counter("voltro_schedule_runs", "-", ["name", "status", "trigger"], registry=oracle)
+def _oracle(registry: CollectorRegistry) -> tuple[Counter, Histogram, Histogram, Gauge, Gauge]:
+    runs = Counter("voltro_schedule_runs", "-", ["name", "status", "trigger"], registry=registry)
     duration = Histogram(
         "voltro_schedule_run_duration_seconds",
         "-",
         ["name"],
         buckets=DURATION_BUCKETS,
-        registry=oracle,
+        registry=registry,
     )
     lag = Histogram(
-        "voltro_schedule_lag_seconds", "-", ["name"], buckets=LAG_BUCKETS, registry=oracle
+        "voltro_schedule_lag_seconds", "-", ["name"], buckets=LAG_BUCKETS, registry=registry
     )
-    last = Gauge("voltro_schedule_last_success_timestamp_seconds", "-", ["name"], registry=oracle)
-    running = Gauge("voltro_schedule_running", "-", ["name"], registry=oracle)
+    last = Gauge("voltro_schedule_last_success_timestamp_seconds", "-", ["name"], registry=registry)
+    running = Gauge("voltro_schedule_running", "-", ["name"], registry=registry)
+    return runs, duration, lag, last, running
+
+
+def test_the_exposition_is_prometheus_clients_own() -> None:
+    oracle, ours = CollectorRegistry(), CollectorRegistry()
+    series = SchedulerMetrics(ours).series
+    runs, duration, lag, last, running = _oracle(oracle)
     for i, value in enumerate(VALUES):
         name = "ab"[i % 2]
         status = ("succeeded", "failed")[i % 3 == 0]
@@ -79,6 +84,39 @@ def test_the_exposition_is_prometheus_clients_own() -> None:
     assert 'voltro_schedule_lag_seconds_bucket{le="+Inf",name="a"} 5.0' in text
     assert 'voltro_schedule_lag_seconds_created{name="a"}' in text
     assert 'voltro_schedule_runs_created{name="a",status="failed",trigger="self"}' in text
+
+
+def test_the_batches_expose_what_one_update_at_a_time_does() -> None:
+    """The store seam's batches (a herd's rows at once): the same exposition as the oracle fed
+    one observation at a time — a duration only where one is given, a success stamp only for
+    a success, the gauge up and down by name."""
+    oracle, ours = CollectorRegistry(), CollectorRegistry()
+    series = SchedulerMetrics(ours).series
+    runs, duration, lag, last, running = _oracle(oracle)
+    names = ["ab"[i % 2] for i in range(len(VALUES))]
+    lags = [(name, value) for name, value in zip(names, VALUES, strict=True)]
+    for name, value in lags:
+        running.labels(name=name).inc()
+        lag.labels(name=name).observe(value)
+    series.started(names, lags)
+    rows = []
+    for i, (name, value) in enumerate(lags):
+        status = ("succeeded", "failed", "skipped")[i % 3]
+        timed = status != "skipped"  # a skipped row ran nothing: no duration
+        stamp = 1000.0 + i if status == "succeeded" else None
+        rows.append((name, status, "self", value if timed else None, stamp))
+        runs.labels(name=name, status=status, trigger="self").inc()
+        if timed:
+            duration.labels(name=name).observe(value)
+        if stamp is not None:
+            last.labels(name=name).set(stamp)
+    series.recorded(rows)
+    series.ended(names[:-1])
+    for name in names[:-1]:
+        running.labels(name=name).dec()
+
+    assert _samples(ours) == _samples(oracle)
+    assert ("voltro_schedule_running", (("name", "a"),), 1.0) in _samples(ours)
 
 
 def test_the_names_are_taken_on_the_registry() -> None:

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
-from functools import partial
+from itertools import repeat
 from typing import Any, TypeVar
 
 from ..clock import iso_z
 from ..enums import RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..logs import logger, run_fields
-from ..metrics import SchedulerMetrics
+from ..metrics import Recorded, SchedulerMetrics
 from ..outcomes import RecordedOutcome
 from .base import CLOCK_TRIGGERS, UNCHECKED, D, PauseRecord, RunOutcome, RunRecord, Store
 
@@ -74,67 +74,57 @@ class InstrumentedStore(Store):
     def _count_started(self, new: Sequence[RunRecord], running: Sequence[RunRecord]) -> None:
         """The running gauge up for ``new`` (runs this process just took on), the firing lag
         of every one of ``running``."""
-        series = self._series
-        for run in new:
-            series.add_running(run.name, 1.0)
-        for run in running:
-            if run.fired_at is not None and run.trigger in CLOCK_TRIGGERS:
-                # Manual runs are excluded: a range backfill of last month is not a late timer.
-                lag = (run.fired_at - run.scheduled_at).total_seconds()
-                series.observe_lag(run.name, max(0.0, lag))
+        # Manual runs are excluded from the lag: a range backfill of last month is not a late
+        # timer.
+        lags = [
+            (run.name, max(0.0, (run.fired_at - run.scheduled_at).total_seconds()))
+            for run in running
+            if run.fired_at is not None and run.trigger in CLOCK_TRIGGERS
+        ]
+        self._series.started([run.name for run in new], lags)
 
-    def _ended(self, run_id: str) -> None:
-        name = self._running.pop(run_id, None)
-        if name is not None:
-            self._series.add_running(name, -1.0)
+    def _ended(self, run_ids: Iterable[str]) -> None:
+        pop = self._running.pop
+        names = [name for name in map(pop, run_ids, repeat(None)) if name is not None]
+        if names:
+            self._series.ended(names)
 
     def forget_running(self) -> None:
         """The scheduler stopped: none of its runs execute here any more."""
-        for run_id in list(self._running):
-            self._ended(run_id)
+        self._ended(list(self._running))
 
     def _recorded(
-        self,
-        name: str,
-        status: RunStatus,
-        trigger: Trigger,
-        fired_at: datetime | None,
-        finished_at: datetime | None,
-        outcome: Callable[[], RecordedOutcome],
-        *,
-        duration: bool,
+        self, rows: Sequence[Recorded], outcome: Callable[[int], RecordedOutcome]
     ) -> None:
-        """Count one terminal row; ``outcome`` builds its :class:`RecordedOutcome`, only when
-        the hook or the debug log wants one (a steady 1,000 a second would otherwise build
-        and drop 1,000 of them)."""
-        series = self._series
-        series.count_run(name, status.value, trigger.value)
-        if duration and fired_at is not None and finished_at is not None:
-            series.observe_duration(name, max(0.0, (finished_at - fired_at).total_seconds()))
-        if status is RunStatus.SUCCEEDED and finished_at is not None:
-            series.set_last_success(name, finished_at.timestamp())
+        """Count terminal rows; ``outcome(i)`` builds the :class:`RecordedOutcome` of
+        ``rows[i]``, called only when the hook or the debug log wants one (a steady 1,000 a
+        second would otherwise build and drop 1,000 of them)."""
+        if not rows:
+            return
+        self._series.recorded(rows)
         debug = logger.isEnabledFor(logging.DEBUG)
         if not debug and self.on_recorded is None:
             return
-        recorded = outcome()
-        if debug:
-            logger.debug(
-                "schedule: recorded  name=%s runId=%s status=%s trigger=%s",
-                name,
-                recorded.run_id,
-                status.value,
-                trigger.value,
-                extra=run_fields(
+        for i, (name, status, trigger, _, _) in enumerate(rows):
+            recorded = outcome(i)
+            if debug:
+                logger.debug(
+                    "schedule: recorded  name=%s runId=%s status=%s trigger=%s",
                     name,
                     recorded.run_id,
-                    iso_z(recorded.scheduled_at),
-                    status.value,
-                    trigger=trigger.value,
-                    error_tag=recorded.error_tag,
-                ),
-            )
-        if self.on_recorded is not None:
-            self.on_recorded(recorded)
+                    status,
+                    trigger,
+                    extra=run_fields(
+                        name,
+                        recorded.run_id,
+                        iso_z(recorded.scheduled_at),
+                        status,
+                        trigger=trigger,
+                        error_tag=recorded.error_tag,
+                    ),
+                )
+            if self.on_recorded is not None:
+                self.on_recorded(recorded)
 
     def _observe_rows(self, runs: Sequence[RunRecord], *, soon: bool = False) -> None:
         """Observe committed rows: ``running`` ones in the gauge and the lag, terminal ones as
@@ -157,17 +147,9 @@ class InstrumentedStore(Store):
                 loop.call_soon(loop.call_soon, self._count_started, new, running)
             else:
                 self._count_started(new, running)
-        for run in runs:
-            if run.status.terminal:
-                self._recorded(
-                    run.name,
-                    run.status,
-                    run.trigger,
-                    run.fired_at,
-                    run.finished_at,
-                    partial(_of_row, run),
-                    duration=False,
-                )
+        ended = [run for run in runs if run.status.terminal]
+        rows = [_series_row(r.name, r.status, r.trigger, None, r.finished_at) for r in ended]
+        self._recorded(rows, lambda i: _of_row(ended[i]))
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -254,7 +236,7 @@ class InstrumentedStore(Store):
         if status is not RunStatus.RUNNING and not status.terminal:
             return
         if status.terminal:
-            self._ended(run_id)
+            self._ended((run_id,))
         # The update names the run by id only: read it back for its name and trigger. Rare
         # (a corpse, a queued turn), and the row is ours to read: it just matched.
         try:
@@ -318,13 +300,14 @@ class InstrumentedStore(Store):
         self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
     ) -> None:
         names = {o.run_id: self._running.get(o.run_id) for o in outcomes}
-        for o in outcomes:
-            self._ended(o.run_id)  # the handler is over, whether or not the write lands
+        self._ended(names)  # the handlers are over, whether or not the write lands
         try:
             await self.inner.finish_runs(outcomes, replica_id, announce=announce)
         except StoreUnavailableError:
             self._error("finish_runs")
             raise
+        ended: list[RunOutcome] = []
+        rows: list[Recorded] = []
         for o in outcomes:
             name = o.name or names[o.run_id]
             if name is None or o.trigger is None or o.scheduled_at is None:
@@ -332,15 +315,9 @@ class InstrumentedStore(Store):
                     "schedule: outcome of run %s carries no schedule name — not counted", o.run_id
                 )
                 continue
-            self._recorded(
-                name,
-                o.status,
-                o.trigger,
-                o.fired_at,
-                o.finished_at,
-                partial(_of_outcome, o, name, o.trigger, o.scheduled_at, replica_id),
-                duration=True,
-            )
+            ended.append(o)
+            rows.append(_series_row(name, o.status, o.trigger, o.fired_at, o.finished_at))
+        self._recorded(rows, lambda i: _of_outcome(ended[i], rows[i][0], replica_id))
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         return await self._counted("heartbeat", self.inner.heartbeat(run_ids, at, replica_id))
@@ -453,15 +430,14 @@ def _of_row(run: RunRecord) -> RecordedOutcome:
     )
 
 
-def _of_outcome(
-    o: RunOutcome, name: str, trigger: Trigger, scheduled_at: datetime, replica_id: str
-) -> RecordedOutcome:
+def _of_outcome(o: RunOutcome, name: str, replica_id: str) -> RecordedOutcome:
+    assert o.trigger is not None and o.scheduled_at is not None  # counted only when known
     return RecordedOutcome(
         name=name,
         run_id=o.run_id,
         status=o.status,
-        trigger=trigger,
-        scheduled_at=scheduled_at,
+        trigger=o.trigger,
+        scheduled_at=o.scheduled_at,
         fired_at=o.fired_at,
         finished_at=o.finished_at,
         error_tag=o.error_tag,
@@ -469,3 +445,20 @@ def _of_outcome(
         error_traceback=o.error_traceback,
         replica_id=replica_id,
     )
+
+
+def _series_row(
+    name: str,
+    status: RunStatus,
+    trigger: Trigger,
+    fired_at: datetime | None,
+    finished_at: datetime | None,
+) -> Recorded:
+    """A terminal row as the run series counts it (a duration only with both instants)."""
+    duration = None
+    if fired_at is not None and finished_at is not None:
+        duration = max(0.0, (finished_at - fired_at).total_seconds())
+    success = None
+    if status is RunStatus.SUCCEEDED and finished_at is not None:
+        success = finished_at.timestamp()
+    return (name, status.value, trigger.value, duration, success)

@@ -35,6 +35,7 @@ from sqlalchemy.sql.elements import TextClause
 from ..models import LEASES_TABLE, MEMBERS_TABLE
 from . import statements as q
 from .base import RunRecord, Store
+from .records import RUN_COLUMNS
 from .sql import SQLStore
 
 FORGET_MEMBERS_MS = 24 * 3600 * 1000
@@ -97,7 +98,6 @@ class LeaseStore:
         self._sql = inner
         self._observed = store
         self._d = _Dialect(inner.engine.dialect.name == "postgresql")
-        self._insert: q.DriverStatement | None = None
 
     # -- members ----------------------------------------------------------------------------
 
@@ -306,17 +306,7 @@ class LeaseStore:
         return written
 
     async def _insert_rows(self, conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
-        rows = [r.to_row() for r in runs]
-        dialect = conn.dialect
-        if dialect.name == "postgresql":
-            columns = {name: [row[name] for row in rows] for name in rows[0]}
-            await conn.execute(q.insert_runs_array(), columns)
-            return
-        if self._insert is None:
-            self._insert = q.driver_statement(q.insert_runs(), dialect)
-        tuples = self._insert.rows(rows, dialect.name)
-        for start in range(0, len(tuples), q.RUN_CHUNK):
-            await conn.exec_driver_sql(self._insert.sql, tuples[start : start + q.RUN_CHUNK])
+        await self._sql.write_rows(conn, "insert_runs", RUN_COLUMNS, [r.values() for r in runs])
 
     async def claim_fenced(
         self, key: str, name: str, owner: str, token: int, claimed_at: datetime

@@ -7,7 +7,7 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..errors import StoreUnavailableError
 from ..models import runs_table
 from . import statements as q
 from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord
+from .records import RUN_COLUMNS
 from .sql_connections import RETRY_ATTEMPTS, SQLConnections, aware
 
 
@@ -28,6 +29,18 @@ class _TurnMoved(Exception):
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _finish_array(announce: bool) -> Any:
+    return q.finish_update_array_announced() if announce else q.finish_update_array()
+
+
+_HOT: dict[str, tuple[Callable[[bool], Any], Callable[[], Insert | Update]]] = {
+    "insert_runs": (lambda _: q.insert_runs_array(), q.insert_runs),
+    "finish_runs": (_finish_array, q.finish_update),
+}
+"""The hot statements of :meth:`SQLWrites.write_rows`: the Postgres array form (given whether
+the write announces itself) and the statement the other drivers compile once."""
 
 
 class SQLWrites(SQLConnections):
@@ -41,47 +54,48 @@ class SQLWrites(SQLConnections):
             return
         for r in runs:
             aware(r.scheduled_at, "scheduled_at")
-        rows = [r.to_row() for r in runs]
-        await self._write_many("insert_runs", rows, q.insert_runs_array, q.insert_runs)
+        rows = [r.values() for r in runs]
 
-    async def _write_many(
+        async def work(conn: AsyncConnection) -> None:
+            await self.write_rows(conn, "insert_runs", RUN_COLUMNS, rows)
+
+        await self._attempt("insert_runs", work)
+
+    async def write_rows(
         self,
+        conn: AsyncConnection,
         op: str,
-        rows: Sequence[Mapping[str, Any]],
-        pg_statement: Callable[[], Any],
-        statement: Callable[[], Insert | Update],
+        keys: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
         **shared: Any,
     ) -> None:
-        """One hot statement over many rows (``shared`` values are the same for every row).
+        """One hot statement (``op``: ``insert_runs`` or ``finish_runs``) over many rows, each
+        a tuple of the binds ``keys`` names (``shared`` values are the same for every row).
 
-        Postgres gets each column as one array (``pg_statement``, an ``unnest`` form); the other
-        drivers an ``executemany`` of plain tuples (see :class:`statements.DriverStatement`), in
-        chunks of ``RUN_CHUNK`` rows on MariaDB and all in one on SQLite. Either way
-        SQLAlchemy's per-row parameter processing is skipped: at 10,000 rows it cost more than
-        the database's own work.
+        Postgres gets each column as one array (an ``unnest`` form); the other drivers an
+        ``executemany`` of plain tuples (see :class:`statements.DriverStatement`), in chunks of
+        ``RUN_CHUNK`` rows on MariaDB and all in one on SQLite. Either way SQLAlchemy's per-row
+        parameter processing is skipped: at 10,000 rows it cost more than the database's own
+        work.
         """
-        dialect = self.engine.dialect
+        pg_statement, statement = _HOT[op]
+        announce = "names" in shared
+        dialect = conn.dialect
         if dialect.name == "postgresql":
-            columns = {name: [row[name] for row in rows] for name in rows[0]}
-
-            async def work(conn: AsyncConnection) -> None:
-                await conn.execute(pg_statement(), columns | shared)
-
-        else:
-            stmt = self._driver_statements.get(op)
-            if stmt is None:
-                stmt = self._driver_statements[op] = q.driver_statement(statement(), dialect)
-            tuples = stmt.rows(rows, dialect.name, shared)
-            # SQLite binds each row of an executemany on its own (no parameter limit): one
-            # call for the whole batch, not one thread round trip per chunk — the herd's
-            # insert was ~25 ms shorter (199 against 221 ms, median of 6 interleaved runs).
-            chunk = len(tuples) if dialect.name == "sqlite" else q.RUN_CHUNK
-
-            async def work(conn: AsyncConnection) -> None:
-                for start in range(0, len(tuples), chunk):
-                    await conn.exec_driver_sql(stmt.sql, tuples[start : start + chunk])
-
-        await self._attempt(op, work)
+            by_column = zip(*rows, strict=True)
+            columns = {key: list(col) for key, col in zip(keys, by_column, strict=True)}
+            await conn.execute(pg_statement(announce), columns | shared)
+            return
+        stmt = self._driver_statements.get(op)
+        if stmt is None:
+            stmt = self._driver_statements[op] = q.driver_statement(statement(), dialect)
+        tuples = stmt.tuples(keys, rows, dialect.name, shared)
+        # SQLite binds each row of an executemany on its own (no parameter limit): one call
+        # for the whole batch, not one thread round trip per chunk — the herd's insert was ~25
+        # ms shorter (199 against 221 ms, median of 6 interleaved runs).
+        chunk = len(tuples) if dialect.name == "sqlite" else q.RUN_CHUNK
+        for start in range(0, len(tuples), chunk):
+            await conn.exec_driver_sql(stmt.sql, tuples[start : start + chunk])
 
     async def update_run(
         self,
@@ -158,33 +172,28 @@ class SQLWrites(SQLConnections):
     ) -> None:
         if not outcomes:
             return
-        params = [
-            {
-                "b_id": o.run_id,
-                "b_status": o.status.value,
-                "b_finished": aware(o.finished_at, "finished_at"),
-                "b_tag": o.error_tag,
-                "b_message": o.error_message,
-                "b_traceback": o.error_traceback,
-            }
+        rows = [
+            (
+                o.run_id,
+                o.status.value,
+                aware(o.finished_at, "finished_at"),
+                o.error_tag,
+                o.error_message,
+                o.error_traceback,
+            )
             for o in outcomes
         ]
         names = sorted({o.name for o in outcomes if o.name is not None}) if announce else []
+        # On Postgres under cdc the NOTIFY rides in the write's own statement: one round trip,
+        # delivered at commit.
+        shared: dict[str, Any] = {"b_replica": replica_id}
         if names and self._engine.dialect.name == "postgresql":
-            # The NOTIFY rides in the write's own statement: one round trip, delivered at commit.
-            await self._write_many(
-                "finish_runs",
-                params,
-                q.finish_update_array_announced,
-                q.finish_update,
-                b_replica=replica_id,
-                channel=q.NOTIFY_CHANNEL,
-                names=names,
-            )
-            return
-        await self._write_many(
-            "finish_runs", params, q.finish_update_array, q.finish_update, b_replica=replica_id
-        )
+            shared |= {"channel": q.NOTIFY_CHANNEL, "names": names}
+
+        async def work(conn: AsyncConnection) -> None:
+            await self.write_rows(conn, "finish_runs", q.FINISH_KEYS, rows, **shared)
+
+        await self._attempt("finish_runs", work)
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         if at is not None:

@@ -53,6 +53,7 @@ from .reads import (
     succeeded_slots,
 )
 from .writes import (
+    FINISH_KEYS,
     UPDATABLE_COLUMNS,
     DriverStatement,
     conditional_update,
@@ -81,6 +82,7 @@ __all__ = [
     "BY_TIME_INDEX",
     "CLAIM_CHUNK",
     "DELETE_BATCH",
+    "FINISH_KEYS",
     "LINE_SUFFIX",
     "NAME_CHUNK",
     "NOTIFY_CHANNEL",

@@ -8,7 +8,7 @@ more than the database's own work.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -60,26 +60,46 @@ class DriverStatement:
         dialect_name: str,
         shared: Mapping[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
-        """One tuple per row, in placeholder order; a bind missing from a row comes from
-        ``shared`` (the same for every row), else from the statement's own constants."""
+        """:meth:`tuples` of rows given as mappings (every one with the first one's keys)."""
+        if not values:
+            return []
+        keys = tuple(values[0])
+        take = itemgetter(*keys)
+        picked = [take(row) for row in values]
+        if len(keys) == 1:
+            picked = [(value,) for value in picked]
+        return self.tuples(keys, picked, dialect_name, shared)
+
+    def tuples(
+        self,
+        keys: Sequence[str],
+        values: Sequence[tuple[Any, ...]],
+        dialect_name: str,
+        shared: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """One tuple per row of ``values`` (each holds the binds ``keys`` names, in that
+        order), in placeholder order and with its instants bound; a bind not in ``keys`` comes
+        from ``shared`` (the same for every row), else from the statement's own constants."""
         fixed = {**self.constants, **(shared or {})}
+        index = {key: i for i, key in enumerate(keys)}
+        extra = tuple(fixed[n] for n in self.names if n not in index)
+        positions, appended = [], len(keys)
+        for n in self.names:
+            if n in index:
+                positions.append(index[n])
+            else:
+                positions.append(appended)
+                appended += 1
+        # Rows already in placeholder order (the insert's) are taken as they are; the others
+        # are reordered by one itemgetter call (C) each.
+        take: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
+        if positions != list(range(len(keys))) or extra:
+            take = itemgetter(*positions) if len(positions) > 1 else lambda r: (r[positions[0]],)
+        instants = [i for i, n in enumerate(self.names) if n in self.datetimes]
         memo: dict[datetime, Any] = {}  # a batch repeats its slot and its "now" thousands of times
-        names = self.names
-        instants = [i for i, n in enumerate(names) if n in self.datetimes]
-        # A row that has every bind is read with one itemgetter call (C), and only its
-        # instants are converted; one that lacks some takes them from ``fixed``.
-        whole = len(names) > 1 and bool(values) and all(n in values[0] for n in names)
-        take = itemgetter(*names) if whole else None
         out: list[tuple[Any, ...]] = []
         for row in values:
-            picked: tuple[Any, ...] | None = None
-            if take is not None:
-                try:
-                    picked = take(row)
-                except KeyError:
-                    pass
-            if picked is None:
-                picked = tuple(row[n] if n in row else fixed[n] for n in names)
+            picked = row if take is None else take(row + extra if extra else row)
             if instants:
                 converted = list(picked)
                 for i in instants:
@@ -148,6 +168,11 @@ def finish_update_array_announced() -> TextClause:
         f"WITH finished AS ({update}) "
         "SELECT pg_notify(:channel, n) FROM unnest(CAST(:names AS VARCHAR[])) AS n"
     )
+
+
+FINISH_KEYS = ("b_id", "b_status", "b_finished", "b_tag", "b_message", "b_traceback")
+"""The per-row binds of :func:`finish_update` (and its array form), in the order
+``finish_runs`` builds them."""
 
 
 def finish_update() -> Update:
