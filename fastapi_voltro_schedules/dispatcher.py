@@ -85,6 +85,8 @@ class Dispatcher:
         self.quiet: Callable[[], None] | None = None
         """Told when a herd's handlers have all started (the engine's garbage-collection
         pacing, see :mod:`.gcpacing`)."""
+        self.settled: Callable[[], None] | None = None
+        """Told when a herd's outcomes are all written (the engine folds the SQLite log)."""
         self._manual: dict[str, str | None] = {}
         """Per schedule, the Run now in flight here (its run id; ``None`` while admitting)."""
 
@@ -189,6 +191,8 @@ class Dispatcher:
         await self.runner.execute_many(
             starting, runs, self._handler_done, self._recorded, self.quiet
         )
+        if self.settled is not None:
+            self.settled()
 
     async def fire_slots(self, schedule: Schedule, slots: list[datetime]) -> None:
         """Several slots of one schedule came due at once (fell behind): the backfill policy

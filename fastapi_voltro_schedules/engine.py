@@ -6,7 +6,8 @@
 * :mod:`.coordination` — admission: gates (single, claim) and overlap rules (skip, queue).
 * :mod:`.catchup` — the boot backfill.
 * :mod:`.maintenance` — reaper, retention, write-off of orphaned queued rows.
-* :mod:`.gcpacing` — full garbage collections moved into the quiet after a herd started.
+* :mod:`.gcpacing` — full garbage collections moved into the quiet after a herd started; the
+  SQLite log is folded there too (``Store.checkpoint``).
 
 Arrows point down: timer → dispatcher → coordination → store.
 """
@@ -37,6 +38,7 @@ from .coordination import (
 )
 from .dispatcher import Dispatcher, Firing
 from .enums import ChangeStrategy, Coordination, RunStatus, Trigger
+from .errors import StoreUnavailableError
 from .gcpacing import shared_pacer
 from .logs import logger
 from .maintenance import Maintenance
@@ -51,6 +53,13 @@ if TYPE_CHECKING:
     from .store import RunRecord, Store
 
 __all__ = ["BOOT_GRACE", "MAX_SLEEP_SECONDS", "Admission", "Engine", "Verdict"]
+
+FOLD_EVERY_S = 1.5
+"""The SQLite log is folded at most this often: every other herd at one a second (~4 MB of log
+at 1,000 firings a second, what SQLite's own 1,000-page checkpoint took). Folding after every
+herd copied the pages rewritten each second twice as often: +3.5% CPU for the same lag."""
+FOLD_QUIET_S = 0.1
+"""…and only when nothing is due for this long: the fold must not overlap the next herd."""
 
 
 class Engine:
@@ -145,8 +154,12 @@ class Engine:
         runner.ledger.announce = self.listens
         self.timer = Timer(clock, self.dispatcher, pauses)
         self.pacer = shared_pacer()
+        self._fold_log = store.dialect_name == "sqlite"
+        self._folding = False
+        self._folded_at = -FOLD_EVERY_S
         self.dispatcher.quiet = self._quiet
-        self.timer.quiet = self._quiet
+        self.dispatcher.settled = self._settled
+        self.timer.quiet = self._idle
         if self.membership is not None:
             self.membership.quiet = self._quiet
         self.maintenance = Maintenance(
@@ -204,9 +217,43 @@ class Engine:
             self._stopped.set()
 
     def _quiet(self) -> None:
-        """A herd's handlers have started: a full collection about to come due runs now, if
-        nothing is due before it would be over (:mod:`.gcpacing`)."""
+        """A herd's handlers have started (or the timer sleeps with nothing due): a full
+        collection about to come due runs now, if nothing is due before it would be over
+        (:mod:`.gcpacing`)."""
         self.pacer.quiet(self.timer.seconds_until_next(self.clock.now()))
+
+    def _idle(self) -> None:
+        """The timer sleeps with nothing due: both quiet-moment chores."""
+        self._quiet()
+        self._settled()
+
+    def _settled(self) -> None:
+        """A herd's outcomes are all written (or nothing is due): fold the SQLite log, at most
+        once a second and not right before the next instant. After the terminal writes, not
+        at :meth:`_quiet`: a write landing after the fold keeps SQLite from starting the log
+        over, and it grows to the backstop."""
+        now = self.clock.monotonic()
+        if (
+            self._fold_log
+            and not self._folding
+            and now - self._folded_at >= FOLD_EVERY_S
+            and self.timer.seconds_until_next(self.clock.now()) >= FOLD_QUIET_S
+            and self.dispatcher.running_background
+        ):
+            self._folding, self._folded_at = True, now
+            self.dispatcher.spawn(self._fold)
+
+    async def _fold(self) -> None:
+        """Fold the write-ahead log (``Store.checkpoint``) off the firing path: the commit
+        that crossed SQLite's own threshold would do it inline, before a herd's handlers."""
+        try:
+            await self.store.checkpoint()
+        except StoreUnavailableError as exc:
+            # Counted in voltro_schedule_store_errors_total{operation="checkpoint"}; SQLite's
+            # own checkpoint stays as the backstop.
+            logger.warning("scheduler: could not fold the SQLite log: %s", exc)
+        finally:
+            self._folding = False
 
     async def _listen(self) -> None:
         """cdc: wake this replica's waiters on every other replica's terminal write. A hint:

@@ -316,6 +316,13 @@ class Store(abc.ABC):
         has no notification channel (everything but Postgres): waiters then poll."""
         raise NotImplementedError(f"{self.dialect_name} has no change notifications")
 
+    # -- upkeep -----------------------------------------------------------------------------
+
+    async def checkpoint(self) -> None:  # noqa: B027 - optional
+        """Fold the write-ahead log into the database file now, at a quiet moment the engine
+        offers (a SQLite file: ``PRAGMA wal_checkpoint(PASSIVE)``, which waits on no writer
+        and no reader). The default does nothing: the servers checkpoint on their own."""
+
     # -- pauses -----------------------------------------------------------------------------
 
     @abc.abstractmethod

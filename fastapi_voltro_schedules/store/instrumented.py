@@ -264,6 +264,9 @@ class InstrumentedStore(Store):
                 await self._observe_update(write.run_id, RunStatus(str(status)))
         return plan
 
+    async def checkpoint(self) -> None:
+        await self._counted("checkpoint", self.inner.checkpoint())
+
     async def pause(
         self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
     ) -> PauseRecord:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import random
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
@@ -84,6 +85,21 @@ class SQLConnections(Store):
     @property
     def supports_multi_instance(self) -> bool:
         return self.dialect_name not in ("memory", "sqlite")
+
+    async def checkpoint(self) -> None:
+        if self._sqlite_path is None:
+            return  # a server, or the memory store: nothing of ours to fold
+        self._check_file("checkpoint")
+        try:
+            async with self._engine.connect() as conn:
+                # On the driver's connection: through SQLAlchemy the PRAGMA would run inside
+                # the BEGIN our hook opens, and a reader's snapshot holds the log back.
+                driver = (await conn.get_raw_connection()).driver_connection
+                assert driver is not None  # a pooled connection that is open
+                cursor = await driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                await cursor.close()
+        except (exc.SQLAlchemyError, sqlite3.Error, OSError) as error:
+            raise StoreUnavailableError(f"store checkpoint: {describe(error)}") from error
 
     # -- plumbing ---------------------------------------------------------------------------
 
