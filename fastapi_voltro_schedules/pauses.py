@@ -2,7 +2,8 @@
 
 The truth is the ``_voltro_schedule_pauses`` table. Each process keeps a copy of it in memory
 (:class:`Pauses`), read at boot before any timer is armed, refreshed every
-:data:`REFRESH_SECONDS`, and updated at once by this process's own pause/resume calls — so the
+:data:`REFRESH_SECONDS` (on a SQLite file only once something was written since the last read:
+the files' ``stat`` says so), and updated at once by this process's own pause/resume calls — so the
 hot paths (the timer, admission, the trigger route) ask a dict, never the database, and a pause
 made on one replica stops the others within about a second.
 
@@ -27,7 +28,8 @@ kept (a paused schedule stays paused) and a warning is logged once per outage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Hashable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -110,10 +112,19 @@ class Pauses(PauseView):
         self._records = {row.name: row for row in rows}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Refresh every :data:`REFRESH_SECONDS` until cancelled."""
+        """Refresh every :data:`REFRESH_SECONDS` until cancelled — skipped while the store
+        can tell, without a query, that nothing was written since the last one
+        (:meth:`Store.change_stamp`): a query a second was five sixths of an idle
+        scheduler's CPU on SQLite (0.20% of a core against 0.03%)."""
         task_status.started()
+        current: Hashable = None  # the stamp the copy is known to be current for
         while True:
             await anyio.sleep(REFRESH_SECONDS)
+            stamp = self.store.change_stamp()
+            if stamp is not None and stamp[1] == current:
+                continue
+            current = None
+            read_at = time.time()
             try:
                 await self.refresh()
             except StoreUnavailableError as exc:
@@ -129,6 +140,11 @@ class Pauses(PauseView):
             if self._failing:
                 logger.info("scheduler: pauses table readable again")
             self._failing = False
+            # Trusted only when the last write is older than a refresh before the read: a
+            # write after the read but in the same tick of the file clock could leave the
+            # stamp as it was.
+            if stamp is not None and stamp[0] < read_at - REFRESH_SECONDS:
+                current = stamp[1]
 
     async def pause(self, name: str, *, by: str, reason: str | None) -> PauseRecord:
         """Pause ``name`` cluster-wide (idempotent: an existing pause keeps its who/when)."""

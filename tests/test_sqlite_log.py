@@ -1,7 +1,10 @@
-"""The SQLite write-ahead log is folded by the scheduler at its quiet moments, not by whichever
+"""The SQLite ledger's file and log: what the scheduler does with them while it runs.
+
+The write-ahead log is folded by the scheduler at its quiet moments, not by whichever
 commit crosses SQLite's own threshold: that commit did the checkpoint inline, and at 1,000
 firings a second every second or third herd's handlers all started 10–25 ms late (the steady
-bench's p99). SQLite's own checkpoint stays, raised, as the backstop."""
+bench's p99). SQLite's own checkpoint stays, raised, as the backstop. And the pauses copy
+asks the files, not the database, whether anything was written since its last read."""
 
 from __future__ import annotations
 
@@ -14,13 +17,20 @@ import pytest
 from support.stores import open_store
 
 from fastapi_voltro_schedules import ScheduleContext, Scheduling, SchedulingConfig, define_schedule
+from fastapi_voltro_schedules import pauses as pauses_module
+from fastapi_voltro_schedules.clock import SystemClock
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
-from fastapi_voltro_schedules.store import RunRecord, new_run_ids
+from fastapi_voltro_schedules.pauses import Pauses
+from fastapi_voltro_schedules.store import PauseRecord, RunRecord, new_run_ids
 from fastapi_voltro_schedules.store.engines import WAL_AUTOCHECKPOINT_PAGES
 from fastapi_voltro_schedules.store.sql_connections import SQLConnections
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 5, 28, 9, tzinfo=UTC)
+
+
+def size(path: Path | str) -> int:
+    return os.path.getsize(path)
 
 
 def runs(count: int, at: datetime) -> list[RunRecord]:
@@ -46,15 +56,15 @@ async def test_checkpoint_folds_the_log_into_the_file(tmp_path: Path) -> None:
             pages = (await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")).scalar()
         assert pages == WAL_AUTOCHECKPOINT_PAGES  # SQLite's own: the backstop only
         await store.checkpoint()  # the schema, folded: the file's size from here
-        before = os.path.getsize(path)
+        before = size(path)
         for second in range(5):  # a few hundred pages: far below the backstop
             await store.insert_runs(runs(400, T0 + timedelta(seconds=second)))
-        assert os.path.getsize(path) == before  # the commits left it all in the log
-        assert os.path.getsize(f"{path}-wal") > 0
+        assert size(path) == before  # the commits left it all in the log
+        assert size(f"{path}-wal") > 0
 
         await store.checkpoint()
 
-        assert os.path.getsize(path) > before + 100_000  # 2,000 rows and their indexes
+        assert size(path) > before + 100_000  # 2,000 rows and their indexes
         assert len(await store.list_runs("job-0", limit=10)) == 5
 
 
@@ -101,3 +111,38 @@ async def test_the_engine_folds_the_log_once_a_herds_outcomes_are_written(
             while len(folds) < 2:
                 await anyio.sleep(0.01)
     assert folds[1] == [RunStatus.SUCCEEDED] * 5
+
+
+async def test_the_pauses_copy_reads_the_table_only_after_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The once-a-second refresh of the pauses copy asks the file, not the database, whether
+    anything was written: an idle ledger is not read at all, and a pause written by another
+    process (another engine on the same file) is still seen at the next refresh."""
+    monkeypatch.setattr(pauses_module, "REFRESH_SECONDS", 0.05)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
+    async with open_store(url) as ours, open_store(url) as theirs:
+        pauses = Pauses(ours, SystemClock())
+        reads = 0
+        real = ours.pauses
+
+        async def counted() -> list[PauseRecord]:
+            nonlocal reads
+            reads += 1
+            return await real()
+
+        monkeypatch.setattr(ours, "pauses", counted)
+        async with anyio.create_task_group() as tg:
+            await tg.start(pauses.run)
+            await anyio.sleep(0.3)  # the schema's writes, read once they are a refresh old
+            settled = reads
+            await anyio.sleep(0.5)  # ten refreshes' worth of nothing written
+            assert reads == settled
+            assert not pauses.is_paused("job-0")
+
+            await theirs.pause("job-0", paused_at=T0, paused_by="operator", reason="broken")
+            with anyio.fail_after(2):
+                while not pauses.is_paused("job-0"):
+                    await anyio.sleep(0.01)
+            assert reads > settled
+            tg.cancel_scope.cancel()

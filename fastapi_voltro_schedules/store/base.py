@@ -12,7 +12,7 @@ engine fails closed on it. Conflicts are not errors: they are the ``False``/empt
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -317,6 +317,13 @@ class Store(abc.ABC):
         raise NotImplementedError(f"{self.dialect_name} has no change notifications")
 
     # -- upkeep -----------------------------------------------------------------------------
+
+    def change_stamp(self) -> tuple[float, Hashable] | None:
+        """A token that differs whenever the database may have been written since it was
+        taken, and when it was last written (unix seconds) — without asking the database
+        (SQLite files: the file's and its log's modification time, size and inode, one
+        ``stat`` each). ``None``: this store cannot tell so cheaply; ask the database."""
+        return None
 
     async def checkpoint(self) -> None:  # noqa: B027 - optional
         """Fold the write-ahead log into the database file now, at a quiet moment the engine

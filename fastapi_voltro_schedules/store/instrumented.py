@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Sequence
 from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any, TypeVar
@@ -263,6 +263,9 @@ class InstrumentedStore(Store):
             if status is not None:
                 await self._observe_update(write.run_id, RunStatus(str(status)))
         return plan
+
+    def change_stamp(self) -> tuple[float, Hashable] | None:
+        return self.inner.change_stamp()
 
     async def checkpoint(self) -> None:
         await self._counted("checkpoint", self.inner.checkpoint())

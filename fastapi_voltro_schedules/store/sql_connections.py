@@ -14,7 +14,7 @@ import logging
 import os
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from datetime import datetime
 from typing import TypeVar
 
@@ -85,6 +85,22 @@ class SQLConnections(Store):
     @property
     def supports_multi_instance(self) -> bool:
         return self.dialect_name not in ("memory", "sqlite")
+
+    def change_stamp(self) -> tuple[float, Hashable] | None:
+        path = self._sqlite_path
+        if path is None:
+            return None
+        seen: list[tuple[int, int, int] | None] = []
+        newest = 0
+        for file in (path, path + "-wal"):
+            try:
+                st = os.stat(file)
+            except OSError:
+                seen.append(None)
+                continue
+            seen.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            newest = max(newest, st.st_mtime_ns)
+        return newest / 1e9, tuple(seen)
 
     async def checkpoint(self) -> None:
         if self._sqlite_path is None:
