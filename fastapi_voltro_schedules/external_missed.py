@@ -190,6 +190,8 @@ class ExternalMissedWatcher:
             for name in missing:
                 row = last.get(name)
                 self.cursors[name] = row.scheduled_at if row is not None else self.boot
+        if self.scheduling.pauses is not None:
+            await self.scheduling.pauses.current()
         horizon = self.clock.now() - MISSED_GRACE
         for schedule in self.schedules:
             cursor = self.cursors[schedule.name]

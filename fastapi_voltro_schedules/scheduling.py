@@ -185,6 +185,7 @@ class Scheduling:
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = build_engine(self, store)
+            pauses.due_in = lambda: engine.timer.seconds_until_next(self.clock.now())
             failure: Exception | None = None
 
             async def arm_timer(tg: TaskGroup) -> None:
@@ -244,7 +245,7 @@ class Scheduling:
         """Check a range backfill without firing (raises when it would be refused)."""
         schedule = self.schedule(name)
         self.running_engine()
-        self._refuse_if_paused(name)
+        await self._refuse_if_paused(name)
         return await plan_range(
             self.running_engine().store,
             schedule,
@@ -300,10 +301,12 @@ class Scheduling:
         says. Returns once the run row exists; the handler runs in the background."""
         schedule = self.schedule(name)
         engine = self.running_engine()
-        self._refuse_if_paused(name)
+        await self._refuse_if_paused(name)
         return await engine.fire_now(schedule)
 
-    def _refuse_if_paused(self, name: str) -> None:
+    async def _refuse_if_paused(self, name: str) -> None:
+        if self.pauses is not None:
+            await self.pauses.current()
         record = None if self.pauses is None else self.pauses.get(name)
         if record is not None and record.active:
             raise SchedulePausedError(

@@ -88,6 +88,8 @@ class Timer:
         """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
         while True:
             now = self.clock.now()
+            if self._instants and self._instants[0] <= now:
+                await self.pauses.current()  # a look at the table, if the copy's is old
             dispatched = self.dispatch_due(now)
             wait = MAX_SLEEP_SECONDS
             if self._instants:

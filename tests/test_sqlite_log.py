@@ -146,3 +146,39 @@ async def test_the_pauses_copy_reads_the_table_only_after_a_write(
                     await anyio.sleep(0.01)
             assert reads > settled
             tg.cancel_scope.cancel()
+
+
+async def test_a_pause_written_elsewhere_holds_the_next_instant_without_a_wake_a_second(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a SQLite ledger the background check waits for the next instant instead of waking
+    every second; the timer looks at the table itself before it fires, so a pause written by
+    another process (another engine on the file) still holds the slot."""
+    monkeypatch.setattr(pauses_module, "REFRESH_SECONDS", 0.05)
+    fired: list[str] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        fired.append(ctx.name)
+
+    schedules = [
+        define_schedule(name=name, cron="* * * * *", timezone="UTC", handler=handler)
+        for name in ("held", "free")
+    ]
+    clock = ManualClock(datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC))
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="a")
+    scheduling = Scheduling(schedules, config=config, clock=clock)
+    async with scheduling.run(), open_store(sqlite_url) as other:
+        pauses = scheduling.pauses
+        assert isinstance(pauses, Pauses)
+        # 30 s to the instant: the check sleeps until just before it (the cap is 30 s).
+        assert pauses._until_next_check() == pytest.approx(29.95, abs=0.05)
+        await other.pause("held", paused_at=clock.now(), paused_by="operator", reason=None)
+        await anyio.sleep(0.2)  # the copy is older than a refresh now; nobody looked
+        assert not pauses.is_paused("held")
+        await clock.advance(30)
+        with anyio.fail_after(5):
+            while not fired:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.1)
+        assert fired == ["free"]
+        assert pauses.is_paused("held")

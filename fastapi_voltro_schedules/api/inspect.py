@@ -71,6 +71,8 @@ async def list_schedules(request: Request) -> ScheduleList:
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = scheduling.pauses
+    if pauses is not None:
+        await pauses.current()
     items: list[ScheduleView] = []
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
@@ -282,6 +284,8 @@ async def pause(
     name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
 ) -> PauseAnswer:
     scheduling = scheduling_of(request)
+    if scheduling.pauses is not None:
+        await scheduling.pauses.current()
     before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
     reason = None if body is None else body.reason
     record = await scheduling.pause(name, by=role.value, reason=reason)
@@ -301,6 +305,8 @@ async def pause(
 )
 async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
     scheduling = scheduling_of(request)
+    if scheduling.pauses is not None:
+        await scheduling.pauses.current()
     before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
     record = await scheduling.resume(name, by=role.value)
     changed = before is not None and before.active

@@ -280,7 +280,7 @@ def fire_command(
                 # manual, no coordination, refused while paused).
                 scheduling = api.scheduling
                 scheduling.schedule(name)
-                scheduling._refuse_if_paused(name)
+                await scheduling._refuse_if_paused(name)
                 engine = scheduling.running_engine()
                 started = scheduling.clock.now()
                 await engine.run_manual(scheduling.schedule(name), started)

@@ -106,6 +106,7 @@ class Admitter:
         and a (late) arrival exactly one fires the slot."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
+            await self.pauses.current()
             if self.pauses.holds(schedule.name, slot):
                 return Admission(Verdict.PAUSED)
             try:
