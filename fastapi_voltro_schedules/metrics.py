@@ -173,7 +173,7 @@ class RunSeries(Collector):
     #
     # In batches: the store seam observes a herd's rows together, and one lock and one call
     # per batch instead of five per run took the metrics of a steady 1,000-a-second worker
-    # from 12% of its event loop's profile samples to 6%. The single forms are batches of one.
+    # from 12% of its event loop's profile samples to 6%.
 
     def started(self, names: Iterable[str], lags: Iterable[tuple[str, float]]) -> None:
         """Runs taken on here (``names``, the running gauge up one each) and firing lags
@@ -208,24 +208,6 @@ class RunSeries(Collector):
                 if success is not None:
                     last_success[name] = success
             self._observe_many(self._duration, DURATION_BUCKETS, durations)
-
-    def count_run(self, name: str, status: str, trigger: str) -> None:
-        self.recorded([(name, status, trigger, None, None)])
-
-    def observe_duration(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self._observe_many(self._duration, DURATION_BUCKETS, [(name, seconds)])
-
-    def observe_lag(self, name: str, seconds: float) -> None:
-        self.started((), [(name, seconds)])
-
-    def set_last_success(self, name: str, timestamp: float) -> None:
-        with self._lock:
-            self._last_success[name] = timestamp
-
-    def add_running(self, name: str, delta: float) -> None:
-        with self._lock:
-            self._running[name] = self._running.get(name, 0.0) + delta
 
     @staticmethod
     def _observe_many(

@@ -111,6 +111,8 @@ class Pauses(PauseView):
         """Seconds until the timer's next instant (set by the scheduler once its engine is
         built): where the store can tell cheaply whether anything was written, the
         background check waits for it instead of waking every second."""
+        self._stamped = store.change_stamp() is not None
+        """The store can tell without a query whether anything was written (SQLite files)."""
         self._checked_at = time.monotonic()
         self._current_for: Hashable = None
         """The store's change stamp the copy is known to be current for."""
@@ -140,7 +142,7 @@ class Pauses(PauseView):
             await self._check()
 
     def _until_next_check(self) -> float:
-        if self.due_in is None or self.store.change_stamp() is None:
+        if self.due_in is None or not self._stamped:
             return REFRESH_SECONDS
         # Before the next instant, so the timer finds the copy checked (its own check would
         # sit in front of the herd); never longer than IDLE_CHECK_SECONDS.
@@ -151,13 +153,14 @@ class Pauses(PauseView):
         read: on a store that can tell cheaply whether anything was written (SQLite files),
         look now if the last look is older than that; elsewhere the background refresh
         keeps it so and this does nothing. Never raises (see :meth:`_check`)."""
-        if time.monotonic() - self._checked_at < REFRESH_SECONDS * STALE_FACTOR:
-            return
-        if self.store.change_stamp() is None:
+        if not self._stamped or not self._stale():
             return
         async with self._checking:
-            if time.monotonic() - self._checked_at >= REFRESH_SECONDS * STALE_FACTOR:
+            if self._stale():  # not looked at by another caller meanwhile
                 await self._check()
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._checked_at >= REFRESH_SECONDS * STALE_FACTOR
 
     async def _check(self) -> None:
         """Re-read the table unless the store can tell, without a query, that nothing was

@@ -52,7 +52,7 @@ from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
-from .pauses import Pauses
+from .pauses import NO_PAUSES, Pauses, PauseView
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
 
@@ -304,10 +304,16 @@ class Scheduling:
         await self._refuse_if_paused(name)
         return await engine.fire_now(schedule)
 
+    async def current_pauses(self) -> PauseView:
+        """The pauses copy, looked at again first when it is old (:meth:`Pauses.current`);
+        before the scheduler runs nothing is paused."""
+        if self.pauses is None:
+            return NO_PAUSES
+        await self.pauses.current()
+        return self.pauses
+
     async def _refuse_if_paused(self, name: str) -> None:
-        if self.pauses is not None:
-            await self.pauses.current()
-        record = None if self.pauses is None else self.pauses.get(name)
+        record = (await self.current_pauses()).get(name)
         if record is not None and record.active:
             raise SchedulePausedError(
                 name,

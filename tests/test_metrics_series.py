@@ -62,20 +62,21 @@ def test_the_exposition_is_prometheus_clients_own() -> None:
         name = "ab"[i % 2]
         status = ("succeeded", "failed")[i % 3 == 0]
         lag.labels(name=name).observe(value)
-        series.observe_lag(name, value)
+        series.started((), [(name, value)])
         duration.labels(name=name).observe(value)
-        series.observe_duration(name, value)
         runs.labels(name=name, status=status, trigger="self").inc()
-        series.count_run(name, status, "self")
         last.labels(name=name).set(1000.0 + i)
-        series.set_last_success(name, 1000.0 + i)
+        series.recorded([(name, status, "self", value, 1000.0 + i)])
     running.labels(name="a").inc()
     running.labels(name="a").inc()
     running.labels(name="a").dec()
     running.labels(name="b").inc()
     running.labels(name="b").dec()
-    for name, delta in (("a", 1.0), ("a", 1.0), ("a", -1.0), ("b", 1.0), ("b", -1.0)):
-        series.add_running(name, delta)
+    for name, up in (("a", True), ("a", True), ("a", False), ("b", True), ("b", False)):
+        if up:
+            series.started([name], ())
+        else:
+            series.ended([name])
 
     assert _samples(ours) == _samples(oracle)
     text = generate_latest(ours).decode()
@@ -149,12 +150,9 @@ def test_a_schedule_costs_a_few_tracked_objects() -> None:
         series = SchedulerMetrics(CollectorRegistry()).series
         for i in range(n):
             name = f"s{i}"
-            series.add_running(name, 1.0)
-            series.observe_lag(name, 0.01)
-            series.count_run(name, "succeeded", "self")
-            series.observe_duration(name, 0.02)
-            series.set_last_success(name, 1.0)
-            series.add_running(name, -1.0)
+            series.started([name], [(name, 0.01)])
+            series.recorded([(name, "succeeded", "self", 0.02, 1.0)])
+            series.ended([name])
         return series
 
     def theirs(n: int) -> object:

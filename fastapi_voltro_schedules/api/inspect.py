@@ -70,9 +70,7 @@ async def list_schedules(request: Request) -> ScheduleList:
     names = [s.name for s in scheduling.schedules]
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
-    pauses = scheduling.pauses
-    if pauses is not None:
-        await pauses.current()
+    pauses = await scheduling.current_pauses()
     items: list[ScheduleView] = []
     for schedule in scheduling.schedules:
         trigger = scheduling.trigger_of(schedule)
@@ -82,7 +80,7 @@ async def list_schedules(request: Request) -> ScheduleList:
         if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
             next_firing = schedule.next_occurrence(now)
         previous = last.get(schedule.name)
-        pause = pauses.get(schedule.name) if pauses is not None else None
+        pause = pauses.get(schedule.name)
         if pause is not None and not pause.active:
             pause = None
         if pause is not None:
@@ -284,9 +282,7 @@ async def pause(
     name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
 ) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    if scheduling.pauses is not None:
-        await scheduling.pauses.current()
-    before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
+    before = (await scheduling.current_pauses()).get(name)
     reason = None if body is None else body.reason
     record = await scheduling.pause(name, by=role.value, reason=reason)
     changed = before is None or not before.active
@@ -305,9 +301,7 @@ async def pause(
 )
 async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    if scheduling.pauses is not None:
-        await scheduling.pauses.current()
-    before = scheduling.pauses.get(name) if scheduling.pauses is not None else None
+    before = (await scheduling.current_pauses()).get(name)
     record = await scheduling.resume(name, by=role.value)
     changed = before is not None and before.active
     resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)

@@ -177,10 +177,7 @@ async def arrive(scheduling: Scheduling, name: str, stated: datetime | None = No
     now = scheduling.clock.now()
     config = scheduling.config
     plan = snap(schedule.spec, stated or now, now, config.external_trigger_skew_ms)
-    pauses = scheduling.pauses
-    if pauses is not None:
-        await pauses.current()
-    if pauses is not None and pauses.holds(name, plan.scheduled_at or plan.reference):
+    if (await scheduling.current_pauses()).holds(name, plan.scheduled_at or plan.reference):
         return Arrival("paused", plan.scheduled_at, None)
     facts: dict[str, object] = {
         "name": name,

@@ -35,7 +35,6 @@ from sqlalchemy.sql.elements import TextClause
 from ..models import LEASES_TABLE, MEMBERS_TABLE
 from . import statements as q
 from .base import RunRecord, Store
-from .records import RUN_COLUMNS
 from .sql import SQLStore
 
 FORGET_MEMBERS_MS = 24 * 3600 * 1000
@@ -306,7 +305,7 @@ class LeaseStore:
         return written
 
     async def _insert_rows(self, conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
-        await self._sql.write_rows(conn, "insert_runs", RUN_COLUMNS, [r.values() for r in runs])
+        await self._sql.insert_rows(conn, [r.values() for r in runs])
 
     async def claim_fenced(
         self, key: str, name: str, owner: str, token: int, claimed_at: datetime

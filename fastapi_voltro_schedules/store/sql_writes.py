@@ -31,18 +31,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _finish_array(announce: bool) -> Any:
-    return q.finish_update_array_announced() if announce else q.finish_update_array()
-
-
-_HOT: dict[str, tuple[Callable[[bool], Any], Callable[[], Insert | Update]]] = {
-    "insert_runs": (lambda _: q.insert_runs_array(), q.insert_runs),
-    "finish_runs": (_finish_array, q.finish_update),
-}
-"""The hot statements of :meth:`SQLWrites.write_rows`: the Postgres array form (given whether
-the write announces itself) and the statement the other drivers compile once."""
-
-
 class SQLWrites(SQLConnections):
     """The run writes of :class:`~.sql.SQLStore`."""
 
@@ -57,34 +45,40 @@ class SQLWrites(SQLConnections):
         rows = [r.values() for r in runs]
 
         async def work(conn: AsyncConnection) -> None:
-            await self.write_rows(conn, "insert_runs", RUN_COLUMNS, rows)
+            await self.insert_rows(conn, rows)
 
         await self._attempt("insert_runs", work)
 
-    async def write_rows(
+    async def insert_rows(self, conn: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Run rows (:meth:`RunRecord.values`) inserted on ``conn``, in its transaction."""
+        await self._write_rows(
+            conn, "insert_runs", RUN_COLUMNS, rows, q.insert_runs_array, q.insert_runs
+        )
+
+    async def _write_rows(
         self,
         conn: AsyncConnection,
         op: str,
         keys: Sequence[str],
         rows: Sequence[tuple[Any, ...]],
+        pg_statement: Callable[[], Any],
+        statement: Callable[[], Insert | Update],
         **shared: Any,
     ) -> None:
-        """One hot statement (``op``: ``insert_runs`` or ``finish_runs``) over many rows, each
-        a tuple of the binds ``keys`` names (``shared`` values are the same for every row).
+        """One hot statement over many rows, each a tuple of the binds ``keys`` names
+        (``shared`` values are the same for every row); ``op`` names its compiled form.
 
-        Postgres gets each column as one array (an ``unnest`` form); the other drivers an
-        ``executemany`` of plain tuples (see :class:`statements.DriverStatement`), in chunks of
-        ``RUN_CHUNK`` rows on MariaDB and all in one on SQLite. Either way SQLAlchemy's per-row
-        parameter processing is skipped: at 10,000 rows it cost more than the database's own
-        work.
+        Postgres gets each column as one array (``pg_statement``, an ``unnest`` form); the
+        other drivers an ``executemany`` of plain tuples (``statement`` compiled once, see
+        :class:`statements.DriverStatement`), in chunks of ``RUN_CHUNK`` rows on MariaDB and all
+        in one on SQLite. Either way SQLAlchemy's per-row parameter processing is skipped: at
+        10,000 rows it cost more than the database's own work.
         """
-        pg_statement, statement = _HOT[op]
-        announce = "names" in shared
         dialect = conn.dialect
         if dialect.name == "postgresql":
             by_column = zip(*rows, strict=True)
             columns = {key: list(col) for key, col in zip(keys, by_column, strict=True)}
-            await conn.execute(pg_statement(announce), columns | shared)
+            await conn.execute(pg_statement(), columns | shared)
             return
         stmt = self._driver_statements.get(op)
         if stmt is None:
@@ -187,11 +181,15 @@ class SQLWrites(SQLConnections):
         # On Postgres under cdc the NOTIFY rides in the write's own statement: one round trip,
         # delivered at commit.
         shared: dict[str, Any] = {"b_replica": replica_id}
+        pg_statement: Callable[[], Any] = q.finish_update_array
         if names and self._engine.dialect.name == "postgresql":
+            pg_statement = q.finish_update_array_announced
             shared |= {"channel": q.NOTIFY_CHANNEL, "names": names}
 
         async def work(conn: AsyncConnection) -> None:
-            await self.write_rows(conn, "finish_runs", q.FINISH_KEYS, rows, **shared)
+            await self._write_rows(
+                conn, "finish_runs", q.FINISH_KEYS, rows, pg_statement, q.finish_update, **shared
+            )
 
         await self._attempt("finish_runs", work)
 

@@ -54,22 +54,6 @@ class DriverStatement:
     datetimes: frozenset[str]
     """Binds that hold instants: converted as ``UTCDateTime`` would."""
 
-    def rows(
-        self,
-        values: Sequence[Mapping[str, Any]],
-        dialect_name: str,
-        shared: Mapping[str, Any] | None = None,
-    ) -> list[tuple[Any, ...]]:
-        """:meth:`tuples` of rows given as mappings (every one with the first one's keys)."""
-        if not values:
-            return []
-        keys = tuple(values[0])
-        take = itemgetter(*keys)
-        picked = [take(row) for row in values]
-        if len(keys) == 1:
-            picked = [(value,) for value in picked]
-        return self.tuples(keys, picked, dialect_name, shared)
-
     def tuples(
         self,
         keys: Sequence[str],
