@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -28,12 +28,6 @@ def at(minute: int) -> datetime:
 
 
 BOOT = at(5) + timedelta(seconds=30)  # down from just after 12:00 until 12:05:30
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.01)
 
 
 def schedule(policy: str, calls: list[datetime]) -> Schedule:

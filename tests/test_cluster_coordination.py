@@ -34,8 +34,8 @@ from support.cluster import (
     sleep_until_fraction,
     utcnow,
     uvicorn_cluster,
-    wait_for,
 )
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus
 from fastapi_voltro_schedules.migrations import upgrade_to_head

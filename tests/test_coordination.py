@@ -44,9 +44,9 @@ from support.cluster import (
     sleep_until_fraction,
     utcnow,
     uvicorn_cluster,
-    wait_for,
 )
 from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules import (
     CoordinationOutcome,

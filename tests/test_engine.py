@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 import pytest
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -26,15 +27,6 @@ from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
-
-
-async def wait_until(
-    check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition"
-) -> None:
-    """Poll in real time: the clock is manual, but database I/O still takes real time."""
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.01)
 
 
 @asynccontextmanager

@@ -10,14 +10,14 @@ of its arrival window (``closes_at`` + the watcher's 2 s grace), the app fires i
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import anyio
 import pytest
 from conftest import clean_server, run_async
 from prometheus_client import CollectorRegistry
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -101,12 +101,6 @@ def test_an_inherited_trigger_is_checked_at_boot() -> None:
 
 
 # -- the fallback, in a running scheduler ---------------------------------------------------
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.01)
 
 
 async def rows_at(s: Scheduling, slot: datetime) -> list[RunRecord]:

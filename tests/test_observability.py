@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import make_url
 from support.stores import open_store
 from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RecordedOutcome,
@@ -47,12 +48,6 @@ from fastapi_voltro_schedules.testing import ManualClock
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
 
 pytestmark = CUT_LINK_WARNINGS
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.01)
 
 
 def value(metrics: SchedulerMetrics, series: str, **labels: str) -> float:
@@ -358,15 +353,15 @@ async def test_a_cut_database_raises_the_store_error_counter(postgres_url: str) 
 
             proxy.cut()
             await clock.advance(60)  # 12:01: the claim fails → fail closed, counted
-            await wait_until(_async(lambda: sum(_store_errors(metrics).values()) >= 1), 15)
+            await wait_until(_async(lambda: sum(_store_errors(metrics).values()) >= 1))
             errors = _store_errors(metrics)
             assert errors.get("claim_many", 0) >= 1, errors
             await clock.advance(60)  # 12:02: again
-            await wait_until(_async(lambda: _store_errors(metrics).get("claim_many", 0) >= 2), 15)
+            await wait_until(_async(lambda: _store_errors(metrics).get("claim_many", 0) >= 2))
 
             proxy.restore()
             await clock.advance(60)  # 12:03 fires again
-            await wait_until(lambda: _terminal_count(s, {"tick"}, 2), 15)
+            await wait_until(lambda: _terminal_count(s, {"tick"}, 2))
             text = generate_latest(metrics.registry).decode()  # type: ignore[arg-type]
     assert fired == [T0 + timedelta(seconds=30), T0 + timedelta(seconds=210)]
     scraped = {

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.cluster import Replica, fetch_runs, read_markers, run_async, uvicorn_cluster, wait_for
+from support.cluster import Replica, fetch_runs, read_markers, run_async, uvicorn_cluster
+from support.waiting import wait_for
 from test_queue_cluster import _env, _spans, assert_one_at_a_time_in_order
 
 from fastapi_voltro_schedules.enums import RunStatus

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -67,12 +68,6 @@ class Line:
             assert end is not None and end <= start, f"two runs at once: {self.spans}"
         slots = [slot for slot, _, _ in self.spans]
         assert slots == sorted(slots), f"out of scheduled_at order: {slots}"
-
-
-async def wait_until(check, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.01)
 
 
 def no_errors(caplog: pytest.LogCaptureFixture) -> None:

@@ -142,16 +142,6 @@ def fetch_runs(url: str, name: str | None = None) -> list[RunRecord]:
     return sorted(run_async(read()), key=lambda r: (r.scheduled_at, r.id))
 
 
-def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "") -> Any:
-    """Poll ``predicate()`` until it returns something truthy; returns it (or raises)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
 
 
 def sleep_until_fraction(fraction: float) -> None:
