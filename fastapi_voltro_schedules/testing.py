@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMORY_LEDGER_URL",
+    "REAL_TIME_LIMIT",
     "ManualClock",
     "make_context",
     "run_once",
@@ -49,6 +50,13 @@ MEMORY_LEDGER_URL = "sqlite+aiosqlite:///:memory:"
 """An in-memory SQLite ledger: created at boot, gone at shutdown, no file."""
 
 TEST_REPLICA_ID = "test-replica"
+
+
+REAL_TIME_LIMIT = 30.0
+"""Seconds of *real* time the helpers below wait for a handler and the ledger before they
+give up (their ``timeout=``). The clock they run on is manual, but database I/O and the event
+loop take real time, and a CI runner shared with other jobs can stretch a millisecond's write
+to seconds: the bound is there to end a hang, not to time the work."""
 
 
 class ManualClock:
@@ -205,7 +213,9 @@ async def scheduling_for(
                 setattr(app.state, key, value)
 
 
-async def wait_for_run(scheduling: Scheduling, run_id: str, *, timeout: float = 5.0) -> RunRecord:
+async def wait_for_run(
+    scheduling: Scheduling, run_id: str, *, timeout: float = REAL_TIME_LIMIT
+) -> RunRecord:
     """Wait (real time, polling the ledger) until run ``run_id`` is terminal; return its row.
 
     The clock is manual, but the handler and the ledger still take real time. Raises
@@ -226,7 +236,7 @@ async def wait_for_run(scheduling: Scheduling, run_id: str, *, timeout: float = 
 
 
 async def wait_for_runs(
-    scheduling: Scheduling, name: str, count: int = 1, *, timeout: float = 5.0
+    scheduling: Scheduling, name: str, count: int = 1, *, timeout: float = REAL_TIME_LIMIT
 ) -> list[RunRecord]:
     """Wait until schedule ``name`` has at least ``count`` runs and all of them are terminal;
     return them oldest slot first. ``TimeoutError`` (with what is there) after ``timeout``."""
@@ -253,7 +263,7 @@ async def run_once(
     app: FastAPI | None = None,
     workflows: WorkflowStarter | None = None,
     elapse: float = 0.0,
-    timeout: float = 5.0,
+    timeout: float = REAL_TIME_LIMIT,
 ) -> RunRecord:
     """Run the firing of ``schedule`` for slot ``at`` through the real runner; return its row.
 
@@ -287,7 +297,7 @@ async def run_once(
     ) as scheduling:
         store = scheduling.store
         assert store is not None  # running
-        with anyio.fail_after(timeout):
+        with anyio.move_on_after(timeout) as bound:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(
                     scheduling.backfill, schedule.name, slot - timedelta(microseconds=1), slot
@@ -296,5 +306,12 @@ async def run_once(
                     await anyio.sleep(0.002)
                 if elapse:
                     await clock.advance(elapse)
+        if bound.cancelled_caught:
+            raise TimeoutError(
+                f'run_once("{schedule.name}"): the run had not finished after {timeout} s of '
+                "real time (run_once's timeout=; the manual clock does not move it) — a handler "
+                "that waits on real I/O needs a larger timeout, one that waits on time needs "
+                "elapse= past its max_runtime_ms"
+            )
         (run,) = await store.list_runs(schedule.name, limit=2)
         return run

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from support.servers import REPO, Server, free_port
+from support.waiting import HANG
 from typer.testing import CliRunner
 
 from fastapi_voltro_schedules import cli, devtokens
@@ -493,7 +494,7 @@ def voltro_server(
     env: Mapping[str, str] | None = None,
     *,
     name: str = "voltro",
-    timeout: float = 40.0,
+    timeout: float = HANG,
 ) -> Iterator[Server]:
     """``voltro <args> --port <free>`` in its own session (so the reloader and its child form
     one process group); waits until /openapi.json answers, SIGTERMs the group after."""

@@ -46,7 +46,7 @@ from support.cluster import (
     uvicorn_cluster,
 )
 from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
-from support.waiting import wait_for
+from support.waiting import HANG, wait_for
 
 from fastapi_voltro_schedules import (
     CoordinationOutcome,
@@ -599,7 +599,7 @@ async def test_a_corpse_row_is_marked_abandoned_by_the_next_firing(
         store_ = scheduling.store
         await clock.advance(30)  # the 12:00 slot fires
         slot = t0 + timedelta(seconds=30)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while True:
                 rows = await store_.list_runs("job", limit=100)
                 if any(r.scheduled_at == slot and r.status.terminal for r in rows):

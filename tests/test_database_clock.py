@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 from support.clocks import SteppedClock
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -109,7 +110,7 @@ async def test_a_replica_whose_clock_stepped_forward_leaves_another_replicas_run
     )
     async with b.run(arm=False):
         held = await b.fire_now("slow")
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while not started_b:
                 await anyio.sleep(0.02)
         # pod-a boots with its wall clock an hour ahead: it reads the time from the database
@@ -118,7 +119,7 @@ async def test_a_replica_whose_clock_stepped_forward_leaves_another_replicas_run
             a_now = a.clock.now()
             assert a.store is not None
             # its boot reap and three of its every-second firings have judged pod-b's run
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG):
                 while True:
                     rows = await a.store.list_runs("slow", limit=100)
                     skipped = [r for r in rows if r.status is RunStatus.SKIPPED]
@@ -130,7 +131,7 @@ async def test_a_replica_whose_clock_stepped_forward_leaves_another_replicas_run
             during = await a.store.get_run(held.id)
         release.set()
         assert b.store is not None
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while (done := await b.store.get_run(held.id)) is None or not done.status.terminal:
                 await anyio.sleep(0.02)
     assert during is not None and during.status is RunStatus.RUNNING, during

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.waiting import wait_until
+from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -173,12 +173,12 @@ async def test_watchdog_cancels_an_async_handler(sqlite_url: str) -> None:
     clock = ManualClock(T0)
     async with running([stuck], sqlite_url, clock) as s:
         await clock.advance(30)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             await started.wait()
         await clock.advance(4.9)
         assert not cleaned_up.is_set()
         await clock.advance(0.2)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             await cleaned_up.wait()
 
         async def failed() -> bool:
@@ -249,7 +249,7 @@ async def test_heartbeat_bumps_a_long_run_and_not_a_short_one(sqlite_url: str) -
         # The handler itself has started, so the watchdog watches it from this instant: a row
         # alone does not say so, and a run watched only after the next advance would beat a
         # second later than the loop below expects.
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             await entered.wait()
         assert (await runs_of(s, "long"))[0].heartbeat_at is None
         for beat in range(1, 4):
@@ -364,7 +364,7 @@ async def test_shutdown_cancels_in_flight_runs_after_grace(sqlite_url: str) -> N
     clock = ManualClock(T0)
     async with running([forever], sqlite_url, clock, shutdown_grace_ms=50):
         await clock.advance(30)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             await started.wait()
     store = create_store(sqlite_url)
     try:
@@ -534,7 +534,7 @@ async def test_an_unrecorded_outcome_is_logged_with_the_schedule(
     with caplog.at_level(logging.WARNING, logger="fastapi_voltro_schedules"):
         async with running([rollup], sqlite_url, clock) as s:
             await clock.advance(30)
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 await ran.wait()
 
             async def warned() -> bool:

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from conftest import clean_server
 from sqlalchemy import event
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -88,7 +89,7 @@ async def test_a_recorded_occurrence_is_a_duplicate_without_a_write(database_url
         assert (first.status, first.scheduled_at) == ("accepted", SLOT)
         assert first.run is not None
         assert s.store is not None
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG):
             while (run := await s.store.get_run(first.run.id)) is None or not run.terminal:
                 await anyio.sleep(0.01)
         assert run.status is RunStatus.SUCCEEDED
@@ -202,7 +203,7 @@ async def test_a_storm_while_a_run_is_live_answers_the_first_arrivals_verdict(
             assert s.store is not None
             live = await arrive(s, "report")
             assert live.status == "accepted"
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG):
                 while not ran:
                     await anyio.sleep(0.01)
             clock.set(NEXT + timedelta(seconds=10))
@@ -224,7 +225,7 @@ async def test_a_storm_while_a_run_is_live_answers_the_first_arrivals_verdict(
             ]
             assert len(claims) == 1, claims
             gate.set()
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG):
                 while (run := await s.store.get_run(first_id)) is None or not run.terminal:
                     await anyio.sleep(0.01)
         want = RunStatus.SKIPPED if overlap == "skip" else RunStatus.SUCCEEDED

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import ScheduleContext, Scheduling, SchedulingConfig, define_schedule
 from fastapi_voltro_schedules.gcpacing import CollectionPacer, shared_pacer
@@ -180,12 +181,12 @@ async def test_the_herd_offers_the_quiet_moment_after_its_handlers_started(
     pacer.quiet = spy  # type: ignore[method-assign]
     try:
         async with scheduling.run():
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 while not offered:
                     await anyio.sleep(0.01)
             assert offered == [([], pytest.approx(30.0, abs=0.01))]  # armed: 30 s of nothing
             await clock.advance(30)
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 while len(offered) < 2:
                     await anyio.sleep(0.01)
     finally:

@@ -10,6 +10,7 @@ import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
@@ -74,7 +75,7 @@ async def test_run_now_then_history(sqlite_url: str) -> None:
         assert r.status_code == 202
         run_id = r.json()["runId"]
         assert r.json()["scheduledAt"] == "2026-06-01T11:59:30.000Z"  # the instant of the click
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while True:
                 runs = (
                     await client.get("/_voltro/inspect/schedules/runs?name=digest", headers=INSPECT)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import anyio
 import httpx
 from fastapi import FastAPI
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
@@ -89,7 +90,7 @@ async def settle(clock: ManualClock, to: datetime) -> None:
 
 
 async def wait_slots(scheduling: Scheduling, name: str, expected: list[datetime]) -> None:
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG):
         while await slots_of(scheduling, name) != expected:
             await anyio.sleep(0.02)
 

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
+from support.waiting import HANG
 
 from bench.queue_handoff import handoffs
 from fastapi_voltro_schedules import ChangeStrategy
@@ -81,7 +82,7 @@ async def test_losing_the_listen_connection_is_logged_and_the_listener_comes_bac
                 tg.start_soon(measure)
                 # While the first run holds the line: cut both LISTEN sessions.
                 assert await _terminate_listeners(postgres_url) == 2
-                with anyio.fail_after(4):
+                with anyio.fail_after(LONG_POLL):  # inside the whole bound: no tighter one
                     while caplog.text.count(LOST) < 2 or caplog.text.count(LISTENING) < 4:
                         await anyio.sleep(0.05)
     # Both replicas said they lost it (and so poll), and re-listened: the handoffs after
@@ -145,7 +146,7 @@ async def test_an_announced_terminal_write_notifies_at_commit_and_stays_a_compar
                 "me",
                 announce=True,
             )
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 await got.wait()
             tg.cancel_scope.cancel()
         # Notifications arrive in commit order: the silent write, committed first, sent none.

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 from support.stores import open_store
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import ScheduleContext, Scheduling, SchedulingConfig, define_schedule
 from fastapi_voltro_schedules import pauses as pauses_module
@@ -102,14 +103,10 @@ async def test_the_engine_folds_the_log_once_a_herds_outcomes_are_written(
     clock = ManualClock(datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC))
     config = SchedulingConfig(database_url=sqlite_url, replica_id="a")
     async with Scheduling(schedules, config=config, clock=clock).run():
-        with anyio.fail_after(5):
-            while not folds:
-                await anyio.sleep(0.01)
+        await wait_until(lambda: folds, what="the fold after arming")
         assert folds == [[]]  # armed, nothing ran yet
         await clock.advance(30)
-        with anyio.fail_after(5):
-            while len(folds) < 2:
-                await anyio.sleep(0.01)
+        await wait_until(lambda: len(folds) >= 2, what="the fold after the herd")
     assert folds[1] == [RunStatus.SUCCEEDED] * 5
 
 
@@ -132,18 +129,29 @@ async def test_the_pauses_copy_reads_the_table_only_after_a_write(
             return await real()
 
         monkeypatch.setattr(ours, "pauses", counted)
+        # Counted in checks, not seconds: on a busy machine a tenth of a second may hold no
+        # check at all, and a check is what could read.
+        checks = 0
+        real_check = pauses._check
+
+        async def counted_check() -> None:
+            nonlocal checks
+            await real_check()
+            checks += 1
+
+        monkeypatch.setattr(pauses, "_check", counted_check)
         async with anyio.create_task_group() as tg:
             await tg.start(pauses.run)
-            await anyio.sleep(0.3)  # the schema's writes, read once they are a refresh old
-            settled = reads
-            await anyio.sleep(0.5)  # ten refreshes' worth of nothing written
-            assert reads == settled
+            # The schema's writes are read until they are a refresh older than a read; from
+            # then on the copy trusts the file's stamp.
+            await wait_until(lambda: pauses._current_for is not None, what="a trusted stamp")
+            settled, checked = reads, checks
+            await wait_until(lambda: checks >= checked + 10, what="ten more checks")
+            assert reads == settled  # ten checks with nothing written read nothing
             assert not pauses.is_paused("job-0")
 
             await theirs.pause("job-0", paused_at=T0, paused_by="operator", reason="broken")
-            with anyio.fail_after(2):
-                while not pauses.is_paused("job-0"):
-                    await anyio.sleep(0.01)
+            await wait_until(lambda: pauses.is_paused("job-0"), what="the pause seen")
             assert reads > settled
             tg.cancel_scope.cancel()
 
@@ -176,9 +184,9 @@ async def test_a_pause_written_elsewhere_holds_the_next_instant_without_a_wake_a
         await anyio.sleep(0.2)  # the copy is older than a refresh now; nobody looked
         assert not pauses.is_paused("held")
         await clock.advance(30)
-        with anyio.fail_after(5):
-            while not fired:
-                await anyio.sleep(0.01)
-        await anyio.sleep(0.1)
+        await wait_until(lambda: fired, what="the free schedule's firing")
+        # One pass of the timer decides the whole instant and writes its rows before any
+        # handler starts: with "free" running, a firing of "held" would have a row by now.
+        assert await other.list_runs("held") == []
         assert fired == ["free"]
         assert pauses.is_paused("held")

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 from fastapi import FastAPI
 
@@ -19,6 +21,7 @@ from fastapi_voltro_schedules import (
     define_schedule,
 )
 from fastapi_voltro_schedules.testing import (
+    REAL_TIME_LIMIT,
     ManualClock,
     make_context,
     run_once,
@@ -129,6 +132,21 @@ async def test_run_once_within_max_runtime_is_not_a_timeout() -> None:
 
     run = await run_once(slowish, at=AT, elapse=59)
     assert run.status is RunStatus.SUCCEEDED
+
+
+async def test_run_once_names_its_real_time_limit_when_a_handler_hangs() -> None:
+    """A handler stuck on real I/O is not ended by the manual clock: ``timeout=`` (default
+    ``REAL_TIME_LIMIT``) ends the wait, and the error says which limit it was."""
+    never = anyio.Event()
+
+    @define_schedule(name="stuck", cron="0 * * * *", timezone="UTC")
+    async def stuck(ctx: ScheduleContext) -> None:
+        await never.wait()
+
+    assert inspect.signature(run_once).parameters["timeout"].default == REAL_TIME_LIMIT
+    limit = r'run_once\("stuck"\).* after 0.2 s of real time.*timeout='
+    with pytest.raises(TimeoutError, match=limit):
+        await run_once(stuck, at=AT, timeout=0.2)
 
 
 async def test_scheduling_for_fires_on_the_manual_clock() -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from support.waiting import HANG
 from test_lost_work import client, cut_before, inner_store, proxied, rows_of, until
 
 from fastapi_voltro_schedules import (
@@ -213,7 +214,7 @@ async def test_a_client_that_disconnects_mid_range_does_not_fail_its_slot(
             lines = r.aiter_lines()
             first = json.loads(await lines.__anext__())
             assert first["event"] == "progress" and first["fired"] == 1
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 await inside.wait()
         # the client is gone; slot 2 still runs
         await anyio.sleep(0.3)

@@ -20,6 +20,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -231,7 +232,7 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
             assert s.engine is not None
             cuts = cut_before(inner_store(s), "finish_runs", proxy, lambda outcomes, *_: True)
             await clock.advance(30)  # 12:00 fires; its terminal write meets the cut
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG):
                 await done.wait()
             await until(lambda: _true(cuts[0] == 1))
             await anyio.sleep(3)
@@ -308,7 +309,7 @@ async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
     ):
         tg.start_soon(serve)
-        with anyio.fail_after(15):
+        with anyio.fail_after(HANG):
             await booted.wait()
         first = await http.post("/_voltro/inspect/schedules/held/fire", headers=INSPECT_AUTH)
         assert first.status_code == 202, first.text

@@ -29,6 +29,7 @@ import httpx
 
 from fastapi_voltro_schedules.store import RunRecord, create_store
 from support.servers import REPO, Server, free_port
+from support.waiting import HANG
 
 _T = TypeVar("_T")
 
@@ -59,7 +60,7 @@ def uvicorn_cluster(
     envs: Sequence[Mapping[str, str]],
     *,
     app: str = CLUSTER_APP,
-    timeout: float = 30.0,
+    timeout: float = HANG,
 ) -> Iterator[list[Replica]]:
     """One uvicorn process per env mapping (each must set ``VOLTRO_REPLICA_ID``)."""
     replicas: list[Replica] = []
@@ -95,7 +96,7 @@ def uvicorn_cluster(
                 if replica.process.poll() is not None:
                     raise RuntimeError(f"{replica.replica_id} exited early:\n{replica.log()}")
                 try:
-                    httpx.get(replica.url + "/openapi.json", timeout=1.0)
+                    httpx.get(replica.url + "/openapi.json", timeout=5.0)
                 except httpx.HTTPError:
                     continue
                 replica.ready_at = utcnow()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from support.waiting import HANG
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -45,7 +47,7 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{name} exited early:\n{self.log()}")
             try:
-                response = httpx.get(self.url + path, timeout=1.0)
+                response = httpx.get(self.url + path, timeout=5.0)
                 if require_ok:
                     response.raise_for_status()
                 return
@@ -73,7 +75,7 @@ def uvicorn_server(
     *,
     name: str = "server",
     ready_path: str = "/openapi.json",
-    timeout: float = 30.0,
+    timeout: float = HANG,
 ) -> Iterator[Server]:
     """``python -m uvicorn <app>`` on a free port; waits until it answers, stops it after."""
     port = free_port()

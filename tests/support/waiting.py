@@ -12,6 +12,7 @@ the real time that I/O, processes and the event loop take underneath it.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -26,17 +27,21 @@ work finishing sooner than this; it only bounds how long a broken run takes to f
 
 
 async def wait_until(
-    check: Callable[[], Awaitable[Any]],
+    check: Callable[[], Awaitable[Any]] | Callable[[], Any],
     timeout: float = HANG,
     what: str = "",
     interval: float = 0.01,
 ) -> Any:
-    """Await ``check()`` until it returns something truthy, and return that value.
+    """Call ``check()`` (awaiting it if it returns an awaitable) until it gives something
+    truthy, and return that value. Between calls the loop yields in real time: the clock under
+    test may be manual, but database I/O and the event loop still take real time.
 
     Fails with an ``AssertionError`` naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        value = await check()
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if time.monotonic() > deadline:
