@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cron_property import MONTHS, _field
+from support.cron_fields import MONTHS, field
 
 from fastapi_voltro_schedules.cron import CronSpec
 from fastapi_voltro_schedules.errors import InvalidCronError
@@ -46,11 +46,11 @@ def agreeing_cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
         seconds=draw(st.integers(0, 364 * 86400))
     )
     end = start + timedelta(seconds=draw(st.integers(1, 3 * 86400)))
-    minute = draw(_field(0, 59, [0, 15, 30, 45, 59], star_weight=2))
-    hour = draw(_field(0, 23, [0, 1, 12, 23], star_weight=2))
-    dom = draw(_field(1, 31, [1, 15, 28, 29, 30, 31], star_weight=6))
-    mon = draw(_field(1, 12, [1, 2, 6, 12], star_weight=7, names=MONTHS))
-    dow = draw(_field(0, 6, [0, 1, 5, 6], star_weight=6))
+    minute = draw(field(0, 59, [0, 15, 30, 45, 59], star_weight=2))
+    hour = draw(field(0, 23, [0, 1, 12, 23], star_weight=2))
+    dom = draw(field(1, 31, [1, 15, 28, 29, 30, 31], star_weight=6))
+    mon = draw(field(1, 12, [1, 2, 6, 12], star_weight=7, names=MONTHS))
+    dow = draw(field(0, 6, [0, 1, 5, 6], star_weight=6))
     if "/" in dow and not dow.startswith("*"):
         # `N/step` in day-of-week: Vixie steps through N-7, so 1/3 is 1,4,7 and 7 is Sunday;
         # croniter stops at 6. Not where their semantics agree.

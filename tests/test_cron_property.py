@@ -51,6 +51,7 @@ import pytest
 from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support.cron_fields import DAYS, MONTHS, field
 
 from fastapi_voltro_schedules.cron import CronSpec
 from fastapi_voltro_schedules.errors import InvalidCronError
@@ -139,66 +140,6 @@ def test_anchor_table_is_what_we_expect() -> None:
 # --------------------------------------------------------------------------- strategies
 
 
-def _numbers(lo: int, hi: int, favourites: list[int]) -> st.SearchStrategy[int]:
-    return st.one_of(st.sampled_from(favourites), st.integers(lo, hi))
-
-
-@st.composite
-def _term(
-    draw: st.DrawFn,
-    lo: int,
-    hi: int,
-    favourites: list[int],
-    names: list[str] | None = None,
-    min_step: int = 1,
-) -> str:
-    num = _numbers(lo, hi, favourites)
-    span = hi - lo + 1
-
-    def show(v: int) -> str:
-        if names is not None and v - lo < len(names) and draw(st.integers(0, 3)) == 0:
-            name = names[v - lo]
-            return draw(st.sampled_from([name, name.lower(), name.title()]))
-        return str(v)
-
-    kind = draw(st.sampled_from(["star_step", "value", "range", "range_step", "start_step"]))
-    step = draw(st.integers(min_step, span))
-    if kind == "star_step":
-        return f"*/{step}"
-    if kind == "value":
-        return show(draw(num))
-    a = draw(num)
-    if kind == "start_step":
-        return f"{show(a)}/{step}"
-    if a == hi:
-        a = hi - 1
-    b = draw(st.integers(a + 1, hi))  # never a-a: cronsim reads "5-5/2" as "5/2"
-    if kind == "range":
-        return f"{show(a)}-{show(b)}"
-    return f"{show(a)}-{show(b)}/{step}"
-
-
-@st.composite
-def _field(
-    draw: st.DrawFn,
-    lo: int,
-    hi: int,
-    favourites: list[int],
-    star_weight: int,
-    names: list[str] | None = None,
-    min_step: int = 1,
-    allow_star: bool = True,
-) -> str:
-    if allow_star and draw(st.integers(0, 9)) < star_weight:
-        return "*"
-    terms = draw(st.lists(_term(lo, hi, favourites, names, min_step), min_size=1, max_size=3))
-    return ",".join(terms)
-
-
-MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
-DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
-
-
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
     """(expression, zone, start, end). The window mostly contains one of the zone's 2026
@@ -224,11 +165,11 @@ def cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
     weekdays = sorted({(before.weekday() + 1) % 7, (after.weekday() + 1) % 7, 0, 7})
     month = before.month
 
-    minute = draw(_field(0, 59, minutes, star_weight=2))
-    hour = draw(_field(0, 23, hours, star_weight=2))
-    dom = draw(_field(1, 31, days, star_weight=7))
-    mon = draw(_field(1, 12, [month, month, 2, 12], star_weight=7, names=MONTHS))
-    dow = draw(_field(0, 7, weekdays, star_weight=7, names=DAYS))
+    minute = draw(field(0, 59, minutes, star_weight=2))
+    hour = draw(field(0, 23, hours, star_weight=2))
+    dom = draw(field(1, 31, days, star_weight=7))
+    mon = draw(field(1, 12, [month, month, 2, 12], star_weight=7, names=MONTHS))
+    dow = draw(field(0, 7, weekdays, star_weight=7, names=DAYS))
     fields = [minute, hour, dom, mon, dow]
     if draw(st.booleans()):
         # Seconds: at most four values a minute, so a three-day window stays bounded.

@@ -143,8 +143,6 @@ def fetch_runs(url: str, name: str | None = None) -> list[RunRecord]:
     return sorted(run_async(read()), key=lambda r: (r.scheduled_at, r.id))
 
 
-
-
 def sleep_until_fraction(fraction: float) -> None:
     """Sleep until the wall clock's sub-second part is ``fraction`` (e.g. 0.5: mid-second),
     away from the instants every-second schedules fire at."""
