@@ -32,19 +32,26 @@ and never wait for each other's lock.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import gc
+import inspect as inspect_source
 import os
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiosqlite.core as aiosqlite_core
 import pytest
 from sqlalchemy import inspect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from support.cluster import run_async
+from support.waiting import HANG
 
 from fastapi_voltro_schedules.models import (
     ALEMBIC_VERSION_TABLE,
@@ -98,6 +105,40 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             for arg in mark.args
         ):
             gc.collect()
+
+
+def _aiosqlite_idle_line() -> int:
+    """The line where an aiosqlite connection's worker thread waits for its next call."""
+    lines, first = inspect_source.getsourcelines(aiosqlite_core._connection_worker_thread)
+    return first + next(i for i, line in enumerate(lines) if "tx.get()" in line)
+
+
+_AIOSQLITE_IDLE = (aiosqlite_core._connection_worker_thread.__code__, _aiosqlite_idle_line())
+
+
+def _aiosqlite_calls_in_flight() -> list[threading.Thread]:
+    frames = sys._current_frames()
+    busy = []
+    for thread in threading.enumerate():
+        if not thread.name.endswith("(_connection_worker_thread)") or thread.ident is None:
+            continue
+        frame = frames.get(thread.ident)
+        if frame is not None and (frame.f_code, frame.f_lineno) != _AIOSQLITE_IDLE:
+            busy.append(thread)
+    return busy
+
+
+@pytest.fixture(autouse=True)
+async def _aiosqlite_calls_land_before_the_loop_closes() -> AsyncIterator[None]:
+    """After the test, wait until no aiosqlite worker thread is still inside a call. A call
+    whose awaiting task was cancelled at shutdown still runs to its end in its thread, then
+    hands its result to the loop that asked — closed by then if the test's loop closed first
+    ("Event loop is closed", raised in that thread during whichever test runs next: on a busy
+    machine the slow end of a query fell after the loop's close)."""
+    yield
+    deadline = time.monotonic() + HANG
+    while _aiosqlite_calls_in_flight() and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import pytest
 from support.waiting import wait_until
 
@@ -92,11 +91,12 @@ async def test_downtime_across_five_slots(
         assert s.engine is not None and s.engine.next_firing("minutely") == at(6)
         await clock.advance(30)  # the first live slot, 12:06
 
-        async def live() -> bool:
-            return at(6) in calls
+        async def settled() -> bool:
+            rows = await ledger(s.store)
+            return at(6) in calls and len(rows) >= 6 and all(r.status.terminal for r in rows)
 
-        await wait_until(live)
-        await anyio.sleep(0.05)
+        # Every row written and over, the timer at 12:07: nothing else will run or write.
+        await wait_until(settled)
         rows = await ledger(s.store)
     assert calls == [at(m) for m in fired] + [at(6)]  # in order, each with its own slot
     by_slot = {r.scheduled_at: r for r in rows}
@@ -114,9 +114,10 @@ async def test_a_schedule_that_never_ran_has_nothing_to_backfill(sqlite_url: str
     config = SchedulingConfig(database_url=sqlite_url)
     scheduling = Scheduling([schedule("all", calls)], config=config, clock=ManualClock(BOOT))
     async with scheduling.run() as s:
-        await anyio.sleep(0.05)
-        assert await ledger(s.store) == []
+        # Armed (run() returns once it is), so the boot backfill has had its say; the timer's
+        # first instant, 12:06, has not come.
         assert s.engine is not None and s.engine.next_firing("minutely") == at(6)
+        assert await ledger(s.store) == []
     assert calls == []
 
 
@@ -152,8 +153,9 @@ async def test_two_replicas_booting_at_once_catch_up_once(postgres_url: str) -> 
             rows = await ledger(replicas[0].store)
             return len(rows) == 5 and all(r.status.terminal for r in rows)
 
+        # Both catch-ups were admitted (or lost) before run() returned, and the winner's run
+        # is over: nothing else will run or write before 12:06, which never comes.
         await wait_until(done)
-        await anyio.sleep(0.1)
         rows = await ledger(replicas[0].store)
     assert calls == [at(5)]  # one catch-up run across both replicas
     assert [(r.scheduled_at, r.status) for r in rows] == [
@@ -176,10 +178,10 @@ async def test_a_slot_of_the_last_moments_is_left_to_the_live_timer(sqlite_url: 
     async with Scheduling([schedule("skip", calls)], config=config, clock=clock).run() as s:
 
         async def ran() -> bool:
-            return calls == [at(5)]
+            rows = await ledger(s.store)
+            return calls == [at(5)] and len(rows) >= 5 and all(r.status.terminal for r in rows)
 
         await wait_until(ran)
-        await anyio.sleep(0.05)
         rows = await ledger(s.store)
     assert [(r.scheduled_at, r.status) for r in rows] == [
         (at(1), RunStatus.MISSED),

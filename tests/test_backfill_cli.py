@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_server, run_async
-from support.servers import REPO, free_port
-from test_backfill_http import (
+from support.backfill import (
     FROM,
     INSPECT_TOKEN,
     NAME,
@@ -29,6 +28,7 @@ from test_backfill_http import (
     slot,
     start_app,
 )
+from support.servers import REPO, free_port
 from typer.testing import CliRunner, Result
 
 from fastapi_voltro_schedules import cli

@@ -8,97 +8,32 @@ NDJSON ``progress`` line per slot and a ``summary``.
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from conftest import clean_server, run_async
-from support.servers import Server, uvicorn_server
+from support.backfill import (
+    FROM,
+    NAME,
+    TRIGGER_TOKEN,
+    App,
+    handler_log,
+    hours,
+    ledger,
+    slot,
+    start_app,
+)
+from support.waiting import HANG, wait_for
 
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.store import RunRecord, create_store
 
 pytestmark = pytest.mark.slow
-
-NAME = "hourly-sync"
-INSPECT_TOKEN = "inspect-secret-for-tests"
-TRIGGER_TOKEN = "trigger-secret-for-tests"
-AUTH = {"Authorization": f"Bearer {INSPECT_TOKEN}"}
-BASE = datetime(2026, 8, 10, tzinfo=UTC)
-FROM = "2026-08-10T00:00:00Z"
-
-
-def slot(n: int) -> datetime:
-    return BASE + timedelta(hours=n)
-
-
-def hours(n: int) -> str:
-    return slot(n).isoformat().replace("+00:00", "Z")
-
-
-def ledger(url: str) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        store = create_store(url)
-        try:
-            return await store.list_runs(NAME, limit=20_000)
-        finally:
-            await store.dispose()
-
-    return sorted(run_async(read()), key=lambda r: (r.fired_at or BASE, r.scheduled_at))
-
-
-def handler_log(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-class App:
-    """One backfill_app server, its database and the handler's log."""
-
-    def __init__(self, server: Server, url: str, log: Path) -> None:
-        self.server, self.url, self.log = server, url, log
-
-    def post(
-        self, body: dict[str, Any], *, name: str = NAME, headers: dict[str, str] | None = None
-    ) -> httpx.Response:
-        return httpx.post(
-            f"{self.server.url}/_voltro/inspect/schedules/{name}/backfill",
-            json=body,
-            headers=AUTH if headers is None else headers,
-            timeout=60,
-        )
-
-    def stream(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        response = self.post(body)
-        assert response.status_code == 200, response.text
-        assert response.headers["content-type"].startswith("application/x-ndjson")
-        return [json.loads(line) for line in response.text.splitlines() if line.strip()]
-
-
-@contextmanager
-def start_app(
-    tmp_path: Path, database_url: str, *, name: str = "server", **env: str
-) -> Iterator[App]:
-    log = tmp_path / f"{name}-handler.jsonl"
-    full_env = {
-        "VOLTRO_DATABASE_URL": database_url,
-        "VOLTRO_INSPECT_TOKEN": INSPECT_TOKEN,
-        "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TRIGGER_TOKEN,
-        "VOLTRO_REPLICA_ID": "web-1",
-        "BACKFILL_LOG": str(log),
-        **env,
-    }
-    with uvicorn_server("apps.backfill_app:app", tmp_path, full_env, name=name) as server:
-        yield App(server, database_url, log)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -262,17 +197,17 @@ def test_unset_inspect_token_answers_503(tmp_path: Path) -> None:
 
 def test_a_second_range_of_the_schedule_is_refused_while_one_runs(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
-    with start_app(tmp_path, url, BACKFILL_SLEEP="0.4") as app:
+    with start_app(tmp_path, url) as app:
         first: dict[str, list[dict[str, Any]]] = {}
         thread = threading.Thread(
             target=lambda: first.setdefault("events", app.stream({"from": FROM, "to": hours(4)}))
         )
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not handler_log(app.log) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        second = app.post({"from": FROM, "to": hours(2)})
-        thread.join(30)
+        with app.held():  # the first range is inside its first slot until the second answered
+            thread.start()
+            wait_for(lambda: handler_log(app.log), what="the first range's first slot")
+            second = app.post({"from": FROM, "to": hours(2)})
+        thread.join(HANG)
+        assert not thread.is_alive(), "the first range never ended"
         assert second.status_code == 409, second.text
         body = second.json()
         assert (body["reason"], body["count"]) == ("in-progress", 2)

@@ -1,7 +1,9 @@
 """The leases and the fence of ``coordination="cluster"``, against the real servers.
 
 Two :class:`LeaseStore`s on one database play two replicas. Expiry is the database's clock, so
-the few waits here are real (a few hundred milliseconds: leases of 200–300 ms).
+the few waits here are real: a sleep longer than a short lease (200–300 ms) lets it expire,
+however much longer the sleep takes. A lease that must still be live when it is next looked at
+is a long one (60 s): on a busy machine the next statement can come later than 300 ms.
 """
 
 from __future__ import annotations
@@ -88,13 +90,13 @@ async def test_a_lease_is_held_by_one_member_and_moves_only_once_it_expires(
     store: Store,
 ) -> None:
     leases = LeaseStore(store)
-    assert await leases.sync("a", ["x", "y"], 300, ensure=["x", "y"]) == {"x": 1, "y": 1}
+    assert await leases.sync("a", ["x", "y"], 60_000, ensure=["x", "y"]) == {"x": 1, "y": 1}
     # b wants x too: a holds it unexpired, so b gets nothing (no stealing a live lease)
-    assert await leases.sync("b", ["x"], 300, ensure=["x"]) == {}
-    # renewing keeps the token
+    assert await leases.sync("b", ["x"], 60_000, ensure=["x"]) == {}
+    # renewing keeps the token (this last beat of a's renews for 300 ms only)
     assert await leases.sync("a", ["x", "y"], 300) == {"x": 1, "y": 1}
     await anyio.sleep(0.5)  # a stops beating: its leases expire on the database's clock
-    assert await leases.sync("b", ["x"], 300) == {"x": 2}
+    assert await leases.sync("b", ["x"], 60_000) == {"x": 2}
     # a comes back: x is b's now (token 2), y was never wanted by anyone else (a re-takes it
     # expired, with a new token, so writes carrying its old token stay refused)
     assert await leases.sync("a", ["x", "y"], 300) == {"y": 2}
@@ -168,11 +170,11 @@ async def test_a_replica_frozen_inside_its_beat_stalls_no_other_beat(store: Stor
         await frozen.execute(
             text("UPDATE _voltro_schedule_leases SET token = token WHERE name = 'x'")
         )
-        started = time.monotonic()
-        # b owns a's schedules now: it renews z and takes y, and leaves x for a later beat
+        # b owns a's schedules now: it renews z and takes y, and leaves x for a later beat.
+        # Both beats answer while x stays locked: one that waited for the lock would fail
+        # (StoreUnavailableError) at the statement timeout instead.
         assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"y": 2, "z": 1}
         assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"y": 2, "z": 1}
-        assert time.monotonic() - started < 2.0
         await frozen.rollback()
     assert await leases.sync("b", ["x", "y", "z"], 60_000) == {"x": 2, "y": 2, "z": 1}
 
@@ -182,19 +184,38 @@ async def test_a_replica_frozen_inside_a_fenced_insert_stalls_no_other_beat(
 ) -> None:
     """The same inside the fence: a's insert share-locked its lease row x, then a froze before
     the rows went in — with a stale view of z too (b's). b renews z without waiting and takes
-    x once the insert committed, so the takeover's catch-up reads a's row."""
+    x once the insert committed, so the takeover's catch-up reads a's row.
+
+    a's clock stops as the fenced transaction begins (Postgres: ``now()`` is the transaction's
+    start; MariaDB: the session's timestamp), and a's last beat renews x for 300 ms only after
+    that: the fence finds x unexpired however long the machine takes to reach its lock, and x
+    expires while a is frozen."""
     leases = LeaseStore(store)
-    assert await leases.sync("a", ["x"], 300, ensure=["x", "z"]) == {"x": 1}
+    assert await leases.sync("a", ["x"], 60_000, ensure=["x", "z"]) == {"x": 1}
     assert await leases.sync("b", ["z"], 60_000) == {"z": 1}
+    postgres = store.dialect_name == "postgresql"
     frozen_a = LeaseStore(store)
     inside, thaw = anyio.Event(), anyio.Event()
-    write = frozen_a._insert_rows
+    read_committed, write = frozen_a._read_committed, frozen_a._insert_rows
+
+    async def stop_the_clock(conn: AsyncConnection) -> None:
+        await read_committed(conn)
+        if postgres:
+            await conn.execute(text("SELECT now()"))  # the transaction begins: now() stops
+        else:
+            await conn.execute(text("SET timestamp = UNIX_TIMESTAMP(SYSDATE(6))"))
+        assert await leases.sync("a", ["x"], 300) == {"x": 1}  # a's last beat
 
     async def freeze_then_write(conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:
-        inside.set()
-        await thaw.wait()
+        try:
+            inside.set()
+            await thaw.wait()
+        finally:
+            if not postgres:
+                await conn.execute(text("SET timestamp = DEFAULT"))  # the pool's connection
         await write(conn, runs)
 
+    frozen_a._read_committed = stop_the_clock  # type: ignore[method-assign]
     frozen_a._insert_rows = freeze_then_write  # type: ignore[method-assign]
     written: list[RunRecord] = []
 
@@ -204,12 +225,14 @@ async def test_a_replica_frozen_inside_a_fenced_insert_stalls_no_other_beat(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(fenced)
-        await inside.wait()
-        await anyio.sleep(0.4)  # a's lease on x expires while it is frozen
-        started = time.monotonic()
-        assert await leases.sync("b", ["x", "z"], 60_000) == {"z": 1}
-        assert time.monotonic() - started < 2.0
-        thaw.set()
+        try:
+            await inside.wait()
+            await anyio.sleep(0.4)  # a's lease on x expires while it is frozen
+            # Answered while x stays locked: a beat that waited for the lock would fail
+            # (StoreUnavailableError) at the statement timeout instead.
+            assert await leases.sync("b", ["x", "z"], 60_000) == {"z": 1}
+        finally:
+            thaw.set()  # the fenced insert is shielded: a failure above must not hang on it
     assert [(r.name, r.replica_id) for r in written] == [("x", "a")]
     assert await leases.sync("b", ["x", "z"], 60_000) == {"x": 2, "z": 1}
 

@@ -11,8 +11,8 @@ the claims table, the handlers' marker files and the processes' logs:
    the other fires every slot, and the cut one claims again by itself once the link is back;
 4. cluster-wide skip (postgres): a run on replica A makes replica B record ``skipped`` with
    ``scope=cluster heldBy=A``;
-5. in process (postgres): a *silent* link (packets held, no RST) must fail closed within a
-   bound too.
+5. in process (postgres): a *silent* link (packets held, no RST) must fail closed by itself
+   too (a bound of its own, not the test's).
 
 Slots are whole seconds; the tests act (kill, cut, restore, stop) at mid-second, away from the
 instants the replicas claim at.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from support.cluster import (
     SKIP_LINE,
+    Marker,
     Replica,
     duplicate_slots,
     fetch_runs,
@@ -66,10 +66,12 @@ from fastapi_voltro_schedules.testing import ManualClock
 pytestmark = [pytest.mark.slow, CUT_LINK_WARNINGS]
 
 MARGIN = timedelta(seconds=1.5)
-"""Slots this close to a boot or a stop are left out of the exactly-once windows."""
+"""Slots this close to a boot are left out of the exactly-once windows."""
+PERIOD = timedelta(seconds=1)
 
 EXECUTED = (RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED)
 """Statuses of rows whose handler was started (skipped/missed rows never run it)."""
+TICK = "tick0"
 
 
 def _env(url: str, replica_id: str, markers: Path, **extra: str) -> dict[str, str]:
@@ -109,12 +111,6 @@ def _by_slot(rows: list[RunRecord]) -> dict[datetime, list[RunRecord]]:
     return out
 
 
-def _window(replicas: list[Replica]) -> tuple[datetime, datetime]:
-    start = max(r.ready_at for r in replicas if r.ready_at) + MARGIN
-    end = min(r.stopped_at for r in replicas if r.stopped_at) - MARGIN
-    return start, end
-
-
 def _logs(replicas: list[Replica]) -> str:
     return "\n".join(f"===== {r.replica_id}\n{r.log()}" for r in replicas)
 
@@ -127,6 +123,10 @@ def _last_seen(row: RunRecord) -> datetime:
 # ----------------------------------------------------------------------- 1. exactly once
 
 
+WINDOW = timedelta(seconds=20)
+"""The exactly-once window: twenty slots, however long they take to be recorded."""
+
+
 @pytest.mark.parametrize(
     "store",
     [
@@ -137,14 +137,30 @@ def _last_seen(row: RunRecord) -> datetime:
 def test_three_replicas_fire_every_slot_exactly_once(
     store: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    """The window is twenty slots, watched until each has its succeeded row and the wins are
+    spread over two replicas at least (who wins a race is the machine's business; that all
+    three race is what the spread shows), not a fixed time a busy machine could fall behind."""
     url: str = request.getfixturevalue(f"{store}_url")
     markers = _prepare(url, tmp_path)
-    envs = [_env(url, f"{store}-r{i}", markers, CLUSTER_SCHEDULES="tick") for i in range(3)]
+    # tick0: every second, backfill="all": a replica that falls behind still claims each slot.
+    envs = [
+        _env(url, f"{store}-r{i}", markers, CLUSTER_SCHEDULES="", CLUSTER_TICKS="1")
+        for i in range(3)
+    ]
     with uvicorn_cluster(tmp_path, envs) as replicas:
-        time.sleep(20 + 2 * MARGIN.total_seconds())
+        start = max(r.ready_at for r in replicas if r.ready_at) + MARGIN
+        end = start + WINDOW
+
+        def window_done() -> list[RunRecord] | None:
+            rows = fetch_runs(url, TICK)
+            done = {r.scheduled_at for r in rows if r.status == RunStatus.SUCCEEDED}
+            spread = {r.replica_id for r in rows if r.scheduled_at >= start}
+            complete = all(s in done for s in seconds_between(start, end))
+            return rows if complete and len(spread) > 1 else None
+
+        wait_for(window_done, what="twenty slots succeeded, won by two replicas or more")
         sleep_until_fraction(0.5)
-    start, end = _window(replicas)
-    rows = fetch_runs(url, "tick")
+    rows = fetch_runs(url, TICK)
     logs = _logs(replicas)
 
     assert not duplicate_slots(rows), (duplicate_slots(rows), logs)
@@ -165,21 +181,24 @@ def test_three_replicas_fire_every_slot_exactly_once(
     # The claims table agrees: one key per slot, held by the replica whose row it is.
     claims = _claims(url)
     for row in in_window:
-        assert claims[f"tick@{row.scheduled_at:%Y-%m-%dT%H:%M:%S}"] == row.replica_id, row
+        assert claims[f"{TICK}@{row.scheduled_at:%Y-%m-%dT%H:%M:%S}"] == row.replica_id, row
 
-    # Handler executions, counted by the handlers themselves, match the ledger one to one.
-    executions = read_markers(markers, "tick")
-    assert Counter(m.run_id for m in executions) == Counter(
-        r.id for r in rows if r.status in EXECUTED
-    )
+    # Handler executions, counted by the handlers themselves, match the ledger one to one —
+    # in the window, whose runs all ended before the replicas were stopped.
+    executions = [m for m in read_markers(markers, TICK) if m.slot in set(slots)]
+    assert Counter(m.run_id for m in executions) == Counter(r.id for r in in_window)
     per_slot = Counter(m.slot for m in executions)
     assert all(per_slot[s] == 1 for s in slots), {s: per_slot[s] for s in slots}
     assert {(m.slot, m.replica_id) for m in executions} == {
-        (r.scheduled_at, r.replica_id) for r in rows if r.status in EXECUTED
+        (r.scheduled_at, r.replica_id) for r in in_window
     }
+    assert not {k: n for k, n in Counter(m.slot for m in read_markers(markers, TICK)).items()
+                if n > 1}, "a handler ran twice for one slot"  # fmt: skip
 
     # Losers write no row; the wins are spread (a sanity check that all three raced).
-    assert len({r.replica_id for r in in_window}) > 1, Counter(r.replica_id for r in in_window)
+    assert len({r.replica_id for r in rows if r.scheduled_at >= start}) > 1, Counter(
+        r.replica_id for r in rows
+    )
 
 
 # ----------------------------------------------------------------------- 2. SIGKILL
@@ -189,16 +208,26 @@ def test_three_replicas_fire_every_slot_exactly_once(
 def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     postgres_url: str, tmp_path: Path
 ) -> None:
+    """Every verdict on the corpse is read from the replicas' own instants: a skip judged it
+    live (``lastSeenMs``, its slot), the run after it judged it dead (its ``fired_at``), and
+    the mark came after three beats of silence (``finished_at``). How soon after death it was
+    marked or replaced is a latency and is not asserted.
+
+    One timing remains, by design: that the slot right after the kill is *skipped* needs a
+    survivor to judge it while the corpse is still live — within three beats (3 s) of its last
+    heartbeat, killed 0.4 s before that slot, so the survivor has 1.6 s at least; a corpse's
+    liveness is a wall-clock window."""
     url = postgres_url
     markers = _prepare(url, tmp_path)
-    heartbeat_ms = 400
+    heartbeat_ms = 1000
     dead_after = timedelta(milliseconds=3 * heartbeat_ms)
     envs = [
         _env(
             url,
             f"kill-r{i}",
             markers,
-            CLUSTER_SCHEDULES="tick,slow",
+            CLUSTER_SCHEDULES="slow",
+            CLUSTER_TICKS="1",
             CLUSTER_SLOW_CRON="*/2 * * * * *",
             CLUSTER_SLOW_SLEEP_S="8",
             VOLTRO_SCHEDULE_HEARTBEAT_MS=str(heartbeat_ms),
@@ -207,27 +236,37 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     ]
     with uvicorn_cluster(tmp_path, envs) as replicas:
 
-        def beating_slow_run() -> RunRecord | None:
-            # A young one: killed at most ~2.4 s later, it must still be mid-run (8 s) then.
+        def running(run_id: str | None = None, younger: float = 3.0) -> RunRecord | None:
+            # Young: with the 8 s run far from its end when it is killed a moment later.
             return next(
                 (
                     r
                     for r in fetch_runs(url, "slow")
                     if r.status == RunStatus.RUNNING
+                    and (run_id is None or r.id == run_id)
                     and r.heartbeat_at is not None
                     and r.fired_at is not None
-                    and utcnow() - r.fired_at < timedelta(seconds=3)
+                    and utcnow() - r.fired_at < timedelta(seconds=younger)
                 ),
                 None,
             )
 
-        doomed = wait_for(beating_slow_run, 20, interval=0.1, what="a young, beating slow run")
-        victim = next(r for r in replicas if r.replica_id == doomed.replica_id)
+        def kill_mid_run() -> tuple[RunRecord, Replica] | None:
+            young = running()
+            if young is None:
+                return None
+            # 0.4 s before a slow slot: at that slot the corpse is still live (silent < 3
+            # beats), so it is skipped; two or four seconds later it is dead.
+            sleep_until_before(2, 0.4)
+            doomed = running(young.id, younger=6.0)
+            if doomed is None:
+                return None  # it ended meanwhile (a slow test process): the next one
+            victim = next(r for r in replicas if r.replica_id == doomed.replica_id)
+            victim.signal(signal.SIGKILL)
+            return doomed, victim
+
+        doomed, victim = wait_for(kill_mid_run, what="a slow run killed mid-run")
         survivors = [r for r in replicas if r is not victim]
-        # 0.4 s before a slow slot: at that slot the corpse is still live (silent < 3 beats =
-        # 1.2 s), so it is skipped; at the next one, 2 s later, it is dead.
-        sleep_until_before(2, 0.4)
-        victim.signal(signal.SIGKILL)
         assert victim.stopped_at is not None
         killed_at = victim.stopped_at
 
@@ -241,8 +280,20 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
                 None,
             )
 
-        wait_for(successor, 8, what="a slow run started on a survivor after the kill")
-        time.sleep(2)
+        wait_for(successor, what="a slow run started on a survivor after the kill")
+        start = max(r.ready_at for r in survivors if r.ready_at) + MARGIN
+        end = utcnow()
+
+        def ticks_done() -> bool:
+            rows = fetch_runs(url, TICK)
+            done = {r.scheduled_at for r in rows if r.status == RunStatus.SUCCEEDED}
+            return all(
+                s in done
+                for s in seconds_between(start, end)
+                if abs(s - killed_at) > timedelta(seconds=1)
+            )
+
+        wait_for(ticks_done, what="the survivors firing every tick")
         sleep_until_fraction(0.5)
     logs = _logs(replicas)
     rows = fetch_runs(url)
@@ -256,7 +307,6 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     assert corpse.finished_at is not None
     silent_for = corpse.finished_at - _last_seen(corpse)
     assert silent_for > dead_after, (silent_for, corpse)
-    assert silent_for < dead_after + timedelta(seconds=3.5), (silent_for, corpse)
     assert corpse.heartbeat_at is not None and corpse.heartbeat_at <= killed_at, corpse
     marked = re.findall(
         rf"schedule: marked a silent run abandoned  name=slow runId={corpse.id} "
@@ -278,12 +328,13 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
         if row is first_run:
             break
         assert row.status == RunStatus.SKIPPED, row
+        # judged at or after its slot: live then means live at its slot
         assert row.scheduled_at - _last_seen(corpse) <= dead_after + timedelta(seconds=0.05), row
     assert first_run.replica_id != victim.replica_id
-    silent_at_successor = first_run.scheduled_at - _last_seen(corpse)
-    assert dead_after - timedelta(seconds=0.1) < silent_at_successor, (first_run, corpse)
-    assert silent_at_successor <= dead_after + timedelta(seconds=2.05), (first_run, corpse)
-    assert first_run.fired_at is not None and first_run.fired_at >= corpse.finished_at
+    # Judged dead when it ran: its fired_at is the judging instant (or later).
+    assert first_run.fired_at is not None
+    assert first_run.fired_at - _last_seen(corpse) > dead_after, (first_run, corpse)
+    assert first_run.fired_at >= corpse.finished_at
     # Marked by a survivor: the slot winner's skip check, or a replica's reaper (every three
     # beats) if it read the corpse dead first — either way exactly once (counted above).
     markers_of_corpse = [
@@ -296,18 +347,21 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
         f"{_last_seen(corpse):%H:%M:%S.%f}, abandoned {corpse.finished_at:%H:%M:%S.%f}; "
         f"after the kill: {[(f'{r.scheduled_at:%S}', r.status.value, r.replica_id) for r in after]}"
     )
-    skipper = next(r for r in survivors if r.replica_id == after[0].replica_id)
-    held_by_corpse = [
-        m for m in SKIP_LINE.finditer(skipper.log()) if m["held_by"] == victim.replica_id
+    # Every skip a survivor made on the victim's account judged it live (its own measure).
+    held_by_victim = [
+        m
+        for r in survivors
+        for m in SKIP_LINE.finditer(r.log())
+        if m["held_by"] == victim.replica_id
     ]
-    after_kill = held_by_corpse[-1]  # the skipper's last skip held by the victim: after[0]'s
-    assert after_kill["scope"] == "cluster", after_kill[0]
-    assert int(after_kill["ms"]) <= 3 * heartbeat_ms, after_kill[0]
+    assert held_by_victim, logs
+    for line in held_by_victim:
+        assert line["scope"] == "cluster", line[0]
+        assert int(line["ms"]) <= 3 * heartbeat_ms, line[0]
 
-    # tick: the survivors keep every later slot. The slot being claimed at the kill instant may
-    # be lost (documented); we kill at mid-second, so in practice none is.
-    ticks = _by_slot([r for r in rows if r.name == "tick"])
-    start, end = _window(survivors)
+    # tick0: the survivors keep every later slot. The slot being claimed at the kill instant
+    # may be lost (documented); we kill at mid-second, so in practice none is.
+    ticks = _by_slot([r for r in rows if r.name == TICK])
     lost = []
     for slot in seconds_between(start, end):
         found = ticks.get(slot, [])
@@ -323,10 +377,33 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
 # ----------------------------------------------------------------------- 3. fail-closed
 
 
+CUT_SLOTS = timedelta(seconds=4)
+"""The link stays cut until "cut" has refused this many seconds of slots."""
+REFUSED = re.compile(
+    # one slot (`name=… slot=…`), or a herd of slots due together (`slots=N first=…`)
+    r"schedule: claim failed — not firing \(fail-closed\)  "
+    r"(?:name=tick slot=(?P<one>\S+)|slots=1 first=tick@(?P<first>\S+)): store claim: "
+)
+
+
+def _refused(log: str) -> set[datetime]:
+    return {
+        datetime.fromisoformat((m["one"] or m["first"]).replace("Z", "+00:00"))
+        for m in REFUSED.finditer(log)
+    }
+
+
+def _succeeded_through(rows: list[RunRecord], start: datetime, end: datetime) -> bool:
+    done = {r.scheduled_at for r in rows if r.status == RunStatus.SUCCEEDED}
+    return all(s in done for s in seconds_between(start, end))
+
+
 @pytest.mark.postgres
 def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
     postgres_url: str, tmp_path: Path
 ) -> None:
+    """The link stays cut until "cut" has refused four slots and "direct" fired them, however
+    long that takes; every slot of the run is then waited on until it has its row."""
     url = postgres_url
     markers = _prepare(url, tmp_path)
     db = make_url(url)
@@ -338,12 +415,6 @@ def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
             seen_duplicates.append(duplicate_slots(rows))
         return rows
 
-    def watch(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            check_no_duplicates()
-            time.sleep(0.3)
-
     with TcpProxy(db.host or "127.0.0.1", db.port or 5432) as proxy:
         proxied = db.set(port=proxy.port).render_as_string(hide_password=False)
         envs = [
@@ -352,11 +423,22 @@ def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
         ]
         with uvicorn_cluster(tmp_path, envs) as replicas:
             cut_replica, direct = replicas
-            watch(2.5)
+            start = max(r.ready_at for r in replicas if r.ready_at) + MARGIN
+            wait_for(
+                lambda: _succeeded_through(check_no_duplicates(), start, start + 2 * PERIOD),
+                what="both firing before the cut",
+            )
             sleep_until_fraction(0.5)
+            before_cut = cut_replica.log()
             cut_at = utcnow()
             proxy.cut()
-            watch(4.2)
+            cut_slots = seconds_between(cut_at, cut_at + CUT_SLOTS)
+
+            def refused_and_fired() -> bool:
+                fired = _succeeded_through(check_no_duplicates(), cut_slots[0], cut_slots[-1])
+                return fired and set(cut_slots) <= _refused(cut_replica.log())
+
+            wait_for(refused_and_fired, what="'cut' refusing the cut slots, 'direct' firing them")
             sleep_until_fraction(0.5)
             restored_at = utcnow()
             proxy.restore()
@@ -369,7 +451,8 @@ def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
 
             # Both race again. The proxy's extra hop makes "cut" the slower racer, so it wins
             # only some slots; if it won none in 5 s, stop "direct" at mid-second: the slots
-            # are then all "cut"'s, which shows it reconnected and claims by itself.
+            # are then all "cut"'s, which shows it reconnected and claims by itself. (The 5 s
+            # only picks the path; either way "cut" must claim again.)
             won_while_racing = True
             try:
                 wait_for(cut_replica_won_again, 5, interval=0.3)
@@ -377,45 +460,38 @@ def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
                 won_while_racing = False
                 sleep_until_fraction(0.5)
                 direct.signal(signal.SIGTERM)
-                wait_for(cut_replica_won_again, 4, interval=0.3, what="a claim won by 'cut'")
-            watch(1.5)
+                wait_for(cut_replica_won_again, interval=0.3, what="a claim won by 'cut'")
+            end = utcnow()
+            wait_for(
+                lambda: _succeeded_through(check_no_duplicates(), start, end),
+                what="every slot of the run succeeded",
+            )
             sleep_until_fraction(0.5)
     logs = _logs(replicas)
     rows = check_no_duplicates()
     assert not seen_duplicates, seen_duplicates
 
     # While cut: "cut" fired nothing and said why, once per slot; "direct" fired every slot.
-    cut_slots = seconds_between(cut_at, restored_at)
     assert len(cut_slots) >= 4
     by_slot = _by_slot(rows)
     for slot in cut_slots:
         assert [(r.replica_id, r.status) for r in by_slot.get(slot, [])] == [
             ("direct", RunStatus.SUCCEEDED)
         ], (slot, logs)
-    refused = {
-        datetime.fromisoformat((m["one"] or m["first"]).replace("Z", "+00:00"))
-        for m in re.finditer(
-            # one slot (`name=… slot=…`), or a herd of slots due together (`slots=N first=…`)
-            r"schedule: claim failed — not firing \(fail-closed\)  "
-            r"(?:name=tick slot=(?P<one>\S+)|slots=1 first=tick@(?P<first>\S+)): store claim: ",
-            cut_replica.log(),
-        )
-    }
+    refused = _refused(cut_replica.log())
     assert set(cut_slots) <= refused, (sorted(refused), cut_slots, cut_replica.log())
+    assert "fail-closed" not in before_cut, before_cut
     assert not any("fail-closed" in line for line in direct.log().splitlines())
-    assert all(
-        cut_at - timedelta(seconds=1) < s < restored_at + timedelta(seconds=1) for s in refused
-    )
+    # A slot due once the link was back is never refused.
+    assert all(s < restored_at + timedelta(seconds=1) for s in refused), (refused, restored_at)
     cut_executions = [m for m in read_markers(markers, "tick") if m.replica_id == "cut"]
-    assert not [m for m in cut_executions if cut_at < m.slot < restored_at], cut_executions
+    assert not [m for m in cut_executions if m.slot in set(cut_slots)], cut_executions
 
     # After restore: "cut" claims again (wonLock rows of its own), and every slot of the whole
     # run, before, during and after the cut, has exactly one succeeded wonLock row.
-    again = [r for r in rows if r.replica_id == "cut" and r.scheduled_at > restored_at]
+    again = [r for r in rows if r.replica_id == "cut" and restored_at < r.scheduled_at <= end]
     assert again and all(r.coordination_outcome == "wonLock" for r in again), logs
     assert all(r.status == RunStatus.SUCCEEDED for r in again), again
-    start = max(r.ready_at for r in replicas if r.ready_at) + MARGIN
-    end = (cut_replica.stopped_at or utcnow()) - MARGIN
     for slot in seconds_between(start, end):
         found = by_slot.get(slot, [])
         assert len(found) == 1 and found[0].status == RunStatus.SUCCEEDED, (slot, found, logs)
@@ -454,8 +530,23 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
                         return replica, match
             return None
 
-        skipper, line = wait_for(cluster_skip, 15, what="a skip with scope=cluster")
-        time.sleep(0.3)  # let the skipped row land
+        skipper, line = wait_for(cluster_skip, what="a skip with scope=cluster")
+
+        def at_rest() -> tuple[list[RunRecord], int, list[Marker]] | None:
+            # Logs, then rows, then markers: a moment with no skip logged but not yet written
+            # and no run recorded but not yet started (between two slots), however long the
+            # writes take.
+            lines = sum(len(list(SKIP_LINE.finditer(r.log()))) for r in replicas)
+            rows = fetch_runs(url, "slow")
+            executions = read_markers(markers, "slow")
+            skipped = sum(r.status == RunStatus.SKIPPED for r in rows)
+            ran = Counter(r.id for r in rows if r.status in EXECUTED)
+            if lines == skipped and Counter(m.run_id for m in executions) == ran:
+                return rows, lines, executions
+            return None
+
+        rows, lines, executions = wait_for(at_rest, what="every skip logged recorded, once")
+        sleep_until_fraction(0.5)
     logs = _logs(replicas)
     holder_id = line["held_by"]
     ids = {r.replica_id for r in replicas}
@@ -464,17 +555,20 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
     exact = f"schedule: overlap skip  name=slow scope=cluster heldBy={holder_id} lastSeenMs="
     assert re.search(rf"^INFO: +{re.escape(exact)}\d+$", skipper.log(), re.MULTILINE)
 
-    rows = fetch_runs(url, "slow")
     assert not duplicate_slots(rows), duplicate_slots(rows)
+    assert not duplicate_slots(fetch_runs(url, "slow"))
 
-    def live_at(instant: datetime) -> list[RunRecord]:
+    def live_while(row: RunRecord) -> list[RunRecord]:
+        # The skip was judged at or after its slot and at or before its fired_at: the runs in
+        # flight at some moment of that stretch.
+        assert row.fired_at is not None
         return [
             r
             for r in rows
             if r.status in EXECUTED
             and r.fired_at is not None
-            and r.fired_at <= instant
-            and (r.finished_at is None or r.finished_at >= instant)
+            and r.fired_at <= row.fired_at
+            and (r.finished_at is None or r.finished_at >= row.scheduled_at)
         ]
 
     # Every skipped row was held shut by a run in flight at that moment, and at least one of the
@@ -482,17 +576,14 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
     skipped = [r for r in rows if r.status == RunStatus.SKIPPED]
     for row in skipped:
         assert row.coordination_outcome == "wonLock" and row.trigger == "self", row
-        assert row.fired_at is not None and live_at(row.fired_at), (row, rows)
+        assert live_while(row), (row, rows)
     assert any(
         row.replica_id == skipper.replica_id
-        and row.fired_at is not None
-        and any(h.replica_id == holder_id for h in live_at(row.fired_at))
+        and any(h.replica_id == holder_id for h in live_while(row))
         for row in skipped
     ), (rows, logs)
     # Each skip is logged once: as many skip lines (either scope) as skipped rows.
-    skip_lines = list(SKIP_LINE.finditer(logs))
-    assert len(skip_lines) == sum(r.status == RunStatus.SKIPPED for r in rows), logs
-    executions = read_markers(markers, "slow")
+    assert lines == len(skipped), logs
     assert Counter(m.run_id for m in executions) == Counter(
         r.id for r in rows if r.status in EXECUTED
     )
@@ -501,10 +592,11 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
 # ----------------------------------------------------------------------- in process
 
 
-SILENT_LINK_BOUND_S = 10.0
-"""How long a claim may take on a silent database link before the engine must give up and fail
-closed: the store's 5 s connect timeout, plus slack. Nothing in SPEC fixes the number; what
-matters is that there is one."""
+SILENT_LINK_BOUND_S = HANG
+"""How long the test waits for a claim on a silent database link to give up by itself. The
+store's own timeouts (its 5 s connect timeout) end it in seconds; TCP alone would take minutes.
+Nothing in SPEC fixes the number — what matters is that the claim has a bound of its own, not
+how fast a busy machine gets there (a latency, not asserted)."""
 
 
 async def _noop(ctx: ScheduleContext) -> None:
@@ -520,7 +612,8 @@ async def test_a_silent_database_link_fails_closed_within_a_bound(
     socket that never answers: no ``StoreUnavailableError``, no fail-closed warning, and the
     slot's task hangs until TCP gives up (minutes) — or fires the slot late when the link
     returns — and it does not even honour cancellation, so a lifespan shutdown waits with it.
-    Expected: the claim gives up within a bound and the engine fails closed."""
+    Expected: the claim gives up by itself (its own timeouts, long before the test's HANG)
+    and the engine fails closed."""
     await upgrade_to_head(postgres_url)
     tick = define_schedule(name="tick", cron="* * * * * *", timezone="UTC", handler=_noop)
     db = make_url(postgres_url)
@@ -542,7 +635,7 @@ async def test_a_silent_database_link_fails_closed_within_a_bound(
             await asyncio.wait({claim}, timeout=SILENT_LINK_BOUND_S)
             answered_in_time = claim.done()
             proxy.cut()  # abort the held connections: releases the stuck claim, if any
-            await asyncio.wait({claim}, timeout=10)
+            await asyncio.wait({claim}, timeout=HANG)
             assert claim.done(), "the claim hangs even after its connection was aborted"
             verdict = claim.result().verdict
     assert answered_in_time, f"claim still pending after {SILENT_LINK_BOUND_S}s on a silent link"

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
+from support import waiting
 from support.browser import chromium, missing
 from support.servers import Server, uvicorn_server
+from support.waiting import HANG
 
 OPERATOR = "operator-token-for-the-browser-test"
 READER = "read-only-token-for-the-browser-test"
@@ -57,20 +59,25 @@ def server(tmp_path: Path, browser_ok: None) -> Iterator[Server]:
         yield s
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 10.0) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+def wait_for(what: str, probe: Callable[[], T | None]) -> T:
+    """``support.waiting.wait_for`` reading the page: an exception (a node replaced mid-read)
+    is a miss like a falsy answer, and the last one is named if the wait fails."""
+    errors: list[Exception] = []
+
+    def read() -> T | None:
         try:
-            last = probe()
-        except Exception as error:  # a node replaced mid-read: try again
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+            return probe()
+        except Exception as error:
+            errors[:] = [error]
+            return None
+
+    try:
+        found: T = waiting.wait_for(read, what=what)
+    except AssertionError as failure:
+        if not errors:
+            raise
+        raise AssertionError(f"{failure}; last error: {errors[-1]!r}") from errors[-1]
+    return found
 
 
 def sign_in(driver: Any, base: str, token: str) -> None:
@@ -134,10 +141,21 @@ def inspect_runs(server: Server, name: str) -> list[dict[str, Any]]:
         f"{server.url}/_voltro/inspect/schedules/runs",
         params={"name": name, "limit": 200},
         headers={"Authorization": f"Bearer {OPERATOR}"},
+        timeout=HANG,
     )
     response.raise_for_status()
     runs: list[dict[str, Any]] = response.json()["runs"]
     return runs
+
+
+def timer_passed(server: Server, name: str, horizon: datetime) -> bool:
+    """Whether the app's timer is past ``horizon`` for ``name`` (its pass for every slot up to
+    it is done, fired or passed over) with no firing it handed out still being run."""
+    state = httpx.get(f"{server.url}/_test/timer/{name}", timeout=HANG).json()
+    upcoming = state["nextFiring"]
+    return (
+        upcoming is not None and datetime.fromisoformat(upcoming) > horizon and not state["firing"]
+    )
 
 
 def test_dashboard_read_only_then_operator(server: Server, artifacts: Path) -> None:
@@ -196,7 +214,7 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
     ticking = card(driver, "heartbeat").find_element(By.CSS_SELECTOR, ".countdown")
     first = ticking.text
     assert re.fullmatch(r"in \d+s|due now", first), first
-    wait_for("the countdown to change", lambda: ticking.text != first, timeout=6)
+    wait_for("the countdown to change", lambda: ticking.text != first)
 
     # read-only: no Run now, no pause
     assert driver.find_elements(By.CSS_SELECTOR, "[data-action]") == []
@@ -242,7 +260,6 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
         lambda: (
             int(driver.find_element(By.ID, "app").get_attribute("data-refreshes")) >= refreshes + 2
         ),
-        timeout=10,
     )
     assert driver.find_element(By.ID, "freshness").text.startswith("updated ")
     assert flaky_expander.get_attribute("aria-expanded") == "true"  # not stale, not rebuilt
@@ -314,7 +331,10 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
     (entry,) = [s for s in listing["schedules"] if s["name"] == "heartbeat"]
     assert entry["paused"] and entry["pause"]["pausedBy"] == "operator"
     paused_at = entry["pause"]["pausedAt"]
-    time.sleep(5)  # 2½ periods of the 2-second heartbeat
+    # The timer passes two of heartbeat's slots after the pause, and every firing it handed
+    # out meanwhile (flaky's) is over: a heartbeat row it wrongly wrote would be there now.
+    horizon = datetime.fromisoformat(paused_at) + timedelta(seconds=4)
+    wait_for("two paused slots to pass", lambda: timer_passed(server, "heartbeat", horizon))
     after = [r for r in inspect_runs(server, "heartbeat") if r["scheduledAt"] > paused_at]
     assert after == [], after
     shown = {r["id"] for r in run_rows(driver, "heartbeat")}
@@ -325,7 +345,10 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
 
     # -- a phone -------------------------------------------------------------------------
     driver.set_window_size(390, 844)
-    time.sleep(0.3)
+    wait_for(
+        "the phone viewport",
+        lambda: driver.execute_script("return document.documentElement.clientWidth") <= 390,
+    )
     overflow = driver.execute_script(
         "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )

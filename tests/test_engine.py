@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 import pytest
+from support.running import running, runs_of
+from support.timer_passes import TimerPasses
 from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
-    Schedule,
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
@@ -27,21 +26,6 @@ from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
-
-
-@asynccontextmanager
-async def running(
-    schedules: list[Schedule], sqlite_url: str, clock: ManualClock, **config: Any
-) -> AsyncIterator[Scheduling]:
-    cfg = SchedulingConfig(database_url=sqlite_url, replica_id="replica-a", **config)
-    scheduling = Scheduling(schedules, config=cfg, clock=clock)
-    async with scheduling.run():
-        yield scheduling
-
-
-async def runs_of(scheduling: Scheduling, name: str) -> list[RunRecord]:
-    assert scheduling.store is not None
-    return sorted(await scheduling.store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
 
 
 def minute(n: int) -> datetime:
@@ -74,8 +58,11 @@ async def test_rearms_after_a_throwing_handler(sqlite_url: str) -> None:
     assert calls == [minute(0), minute(1), minute(2)]
 
 
-async def test_yearly_schedule_waits_in_chunks_and_never_fires_early(sqlite_url: str) -> None:
+async def test_yearly_schedule_waits_in_chunks_and_never_fires_early(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fired: list[datetime] = []
+    passes = TimerPasses(monkeypatch)
 
     @define_schedule(name="yearly", cron="0 0 1 1 *", timezone="UTC")
     async def yearly(ctx: ScheduleContext) -> None:
@@ -88,9 +75,11 @@ async def test_yearly_schedule_waits_in_chunks_and_never_fires_early(sqlite_url:
         # Many chunked wakes across the year: each re-evaluates and fires nothing.
         for _ in range(50):
             await clock.advance(30)
-        clock.set(datetime(2026, 12, 31, 23, 59, 59, 900000, tzinfo=UTC))
+        eve = datetime(2026, 12, 31, 23, 59, 59, 900000, tzinfo=UTC)
+        clock.set(eve)
         await clock.advance(0)
-        await anyio.sleep(0.05)
+        await passes.reach(eve)  # the timer has looked at 0.1 s before the instant…
+        assert passes.dispatched() == []  # …and at every wake before it: nothing handed on
         assert fired == [] and await runs_of(s, "yearly") == []
         await clock.advance(0.1)
 
@@ -116,8 +105,14 @@ async def test_clock_step_forward_runs_newest_and_records_skipped_slots(sqlite_u
         await wait_until(lambda: count(1))
         clock.set(datetime(2026, 6, 1, 13, 0, 20, tzinfo=UTC))  # NTP steps +1 h
         await clock.advance(0)
-        await wait_until(lambda: count(61))
-        await anyio.sleep(0.05)
+
+        async def caught_up() -> bool:
+            rows = await runs_of(s, "minutely")
+            return len(rows) >= 61 and all(r.status.terminal for r in rows)
+
+        # All written and 13:00's run over, the timer at 13:01: nothing else will write.
+        await wait_until(caught_up)
+        assert s.running_engine().next_firing("minutely") == datetime(2026, 6, 1, 13, 1, tzinfo=UTC)
         rows = await runs_of(s, "minutely")
     assert len(rows) == 61
     assert [r.scheduled_at for r in rows] == [minute(0) + timedelta(minutes=i) for i in range(61)]
@@ -126,7 +121,11 @@ async def test_clock_step_forward_runs_newest_and_records_skipped_slots(sqlite_u
     assert rows[60].status is RunStatus.SUCCEEDED  # 13:00, the newest, runs now
 
 
-async def test_clock_step_back_never_fires_a_slot_twice(sqlite_url: str) -> None:
+async def test_clock_step_back_never_fires_a_slot_twice(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes = TimerPasses(monkeypatch)
+
     @define_schedule(name="minutely", cron="* * * * *", timezone="UTC")
     async def minutely(ctx: ScheduleContext) -> None:
         return None
@@ -141,9 +140,11 @@ async def test_clock_step_back_never_fires_a_slot_twice(sqlite_url: str) -> None
 
         await wait_until(two)  # 12:00 and 12:01 ran
         clock.set(datetime(2026, 6, 1, 11, 0, 10, tzinfo=UTC))  # steps back an hour
+        replay = passes.mark()
         for _ in range(60):  # the replayed hour 11:00 … 11:55 fires nothing
             await clock.advance(55)
-        await anyio.sleep(0.05)
+        await passes.reach(clock.now(), since=replay)
+        assert passes.dispatched(since=replay) == []
         assert len(await runs_of(s, "minutely")) == 2
         clock.set(datetime(2026, 6, 1, 12, 2, 0, tzinfo=UTC))
         await clock.advance(0)
@@ -198,7 +199,7 @@ async def test_watchdog_abandons_a_thread_handler(sqlite_url: str) -> None:
     @define_schedule(name="blocking", cron="0 12 * * *", timezone="UTC", max_runtime_ms=2_000)
     def blocking(ctx: ScheduleContext) -> None:
         entered.set()
-        release.wait(10)
+        release.wait(HANG)  # released by the test's end; abandoned long before
 
     clock = ManualClock(T0)
     try:
@@ -344,7 +345,9 @@ async def test_fire_now_ignores_overlap_and_records_manual(sqlite_url: str) -> N
             return len(rows) == 2 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(done)
-        await anyio.sleep(0.05)
+        # The Run now is over once its task lets the schedule go, just after the row's write.
+        dispatcher = s.running_engine().dispatcher
+        await wait_until(lambda: "slow" not in dispatcher._manual, what="the Run now to end")
         second = await s.fire_now("slow")  # the first is recorded: Run now runs again
         await wait_until(lambda: _true(len(seen) == 3))
     assert [c.trigger for c in seen] == [Trigger.SELF, Trigger.MANUAL, Trigger.MANUAL]

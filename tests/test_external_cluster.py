@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,17 +17,20 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import run_async
-from support.servers import Server, uvicorn_server
-from test_external_trigger import (
+from support.external import (
     APP,
     TRIGGER_AUTH,
+    accounted,
     base_env,
     markers,
     poll_terminal,
     runs_of,
     set_clock,
     trigger,
+    watcher,
 )
+from support.servers import Server, uvicorn_server
+from support.waiting import HANG, wait_for
 
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
@@ -47,7 +49,15 @@ def start_replicas(
     run_async(upgrade_to_head(url))
     replicas = []
     for i in range(n):
-        env = base_env(url, marker_dir, VOLTRO_REPLICA_ID=f"replica-{i + 1}", **extra)
+        env = base_env(
+            url,
+            marker_dir,
+            VOLTRO_REPLICA_ID=f"replica-{i + 1}",
+            # a duplicate waits for the first arrival's row as long as a hang takes: under a
+            # storm on a busy machine that row is late, not missing
+            EXT_DUPLICATE_WAIT_SECONDS=str(HANG),
+            **extra,
+        )
         replicas.append(stack.enter_context(uvicorn_server(APP, tmp_path, env, name=f"r{i + 1}")))
     return replicas
 
@@ -68,14 +78,6 @@ def replicas(postgres_url: str, tmp_path: Path, marker_dir: Path) -> Iterator[li
 def set_clocks(servers: list[Server], instant: str) -> None:
     for s in servers:
         set_clock(s, instant)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.1)
 
 
 # --------------------------------------------------------------------------- duplicates
@@ -105,7 +107,7 @@ async def test_duplicate_storm_200_posts_over_two_replicas(
 ) -> None:
     set_clocks(replicas, "2026-03-04T10:00:12+00:00")
     limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=HANG, limits=limits) as client:
         answers = await asyncio.gather(
             *(
                 client.post(
@@ -135,7 +137,7 @@ async def test_duplicate_storm_200_posts_over_two_replicas(
 
 
 def missed_total(server: Server, name: str) -> float:
-    text = httpx.get(f"{server.url}/_test/metrics").text
+    text = httpx.get(f"{server.url}/_test/metrics", timeout=HANG).text
     m = re.search(rf'^voltro_schedule_external_missed_total\{{name="{name}"\}} (\S+)$', text, re.M)
     return float(m.group(1)) if m else 0.0
 
@@ -169,17 +171,25 @@ def test_external_missed_policy_with_two_replicas(
         # 09:00 is closed at 09:05 (+2 s grace); 10:00 not yet at 09:10
         set_clocks(replicas, "2026-03-04T09:10:00+00:00")
         if policy != "off":
-            wait_for(lambda: len(missed_at(nine)) == 1)
+            wait_for(lambda: len(missed_at(nine)) == 1, what="09:00 recorded missed")
         set_clocks(replicas, "2026-03-04T10:10:00+00:00")
-        if policy != "off":
-            wait_for(lambda: len(missed_at(ten)) == 1)
+        if policy == "off":
+            # no watcher runs anywhere: nothing could record a slot
+            assert [watcher(s) for s in replicas] == [{"watching": False, "cursors": {}}] * 2
         else:
-            time.sleep(2)
+            # Both replicas' watchers settled 10:00 (one recorded it, the other found it
+            # claimed): a wrong second recording would be in the ledger by now.
+            wait_for(
+                lambda: all(accounted(s, "hourly", ten) for s in replicas),
+                what="both watchers past 10:00",
+            )
         if policy == "record-and-run":
             wait_for(
-                lambda: sum(r.status is RunStatus.SUCCEEDED for r in hourly_rows(postgres_url)) == 2
+                lambda: (
+                    sum(r.status is RunStatus.SUCCEEDED for r in hourly_rows(postgres_url)) == 2
+                ),
+                what="both missed slots run",
             )
-        time.sleep(0.5)  # let a (wrong) second recording show up
         rows = hourly_rows(postgres_url)
         totals = [missed_total(s, "hourly") for s in replicas]
         # a CronJob retry stating 10:05, as late as the skew allows: accounted for already,

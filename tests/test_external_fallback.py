@@ -170,7 +170,7 @@ async def test_on_time_silent_and_late_arrival(
         clock.set(minute(1, 2))
         answer = await arrive(s, "report")
         assert (answer.status, answer.scheduled_at) == ("accepted", minute(1))
-        await clock.advance(61)  # 12:02:03: the watcher looked at 12:01 (window + grace)
+        await clock.advance(61)  # 12:02:03: the watcher looks at 12:01 (window + grace)
 
         # 2. silent: nobody triggers 12:02; at 12:03:02 the app fires it itself
         await clock.advance(60)  # 12:03:03
@@ -196,6 +196,10 @@ async def test_on_time_silent_and_late_arrival(
         assert late.run is not None and late.run.id == row.id
 
         # 12:01 — the platform's run — holds its one external row, no fallback, no missed
+        async def on_time_done() -> bool:
+            return all(r.status.terminal for r in await rows_at(s, minute(1)))
+
+        await wait_until(on_time_done, what="12:01's run to end")
         (on_time,) = await rows_at(s, minute(1))
         assert (on_time.trigger, on_time.status) == (Trigger.EXTERNAL, RunStatus.SUCCEEDED)
     assert fired == [(minute(1), Trigger.EXTERNAL), (minute(2), Trigger.SELF)]

@@ -9,105 +9,32 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from conftest import run_async
+from support.external import (
+    APP,
+    INSPECT_AUTH,
+    INSPECT_TOKEN,
+    TRIGGER_AUTH,
+    TRIGGER_TOKEN,
+    base_env,
+    get_run,
+    held,
+    markers,
+    poll_terminal,
+    runs_of,
+    set_clock,
+    trigger,
+)
 from support.servers import REPO, Server, uvicorn_server
+from support.waiting import HANG
 
 from fastapi_voltro_schedules.enums import Trigger
-from fastapi_voltro_schedules.store import RunRecord, create_store
 
 pytestmark = pytest.mark.slow
-
-APP = "apps.external_app:app"
-TRIGGER_TOKEN = "trigger-7f3a9c1e-not-a-real-secret"
-INSPECT_TOKEN = "inspect-2b8d4e6f-not-a-real-secret"
-TRIGGER_AUTH = {"Authorization": f"Bearer {TRIGGER_TOKEN}"}
-INSPECT_AUTH = {"Authorization": f"Bearer {INSPECT_TOKEN}"}
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-_started: dict[str, list[str]] = {}
-"""Per server URL, the runs started there since its clock last moved (their handlers sleep
-real time)."""
-
-
-def set_clock(server: Server, instant: str) -> None:
-    # Let the runs started at the old instant end first: a run's max_runtime is elapsed time,
-    # so jumping the wall clock past it no longer cancels the run (it used to, freeing the
-    # schedule for the next test's arrival as a side effect).
-    pending = _started.pop(server.url, [])
-    while pending:
-        poll_terminal(server, pending.pop())
-    r = httpx.post(f"{server.url}/_test/clock", params={"to": instant}, timeout=10)
-    assert r.status_code == 200, r.text
-
-
-def trigger(
-    server: Server, name: str, headers: dict[str, str] | None = None, **kw: Any
-) -> httpx.Response:
-    r = httpx.post(
-        f"{server.url}/_voltro/schedules/{name}/trigger",
-        headers={**TRIGGER_AUTH, **(headers or {})},
-        timeout=30,
-        **kw,
-    )
-    if r.status_code == 202:
-        _started.setdefault(server.url, []).append(r.json()["runId"])
-    return r
-
-
-def get_run(server: Server, run_id: str) -> httpx.Response:
-    return httpx.get(f"{server.url}/_voltro/schedules/runs/{run_id}", headers=TRIGGER_AUTH)
-
-
-def poll_terminal(server: Server, run_id: str, timeout: float = 20) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = get_run(server, run_id)
-        assert r.status_code == 200, r.text
-        seen.append(r.json())
-        if seen[-1]["terminal"]:
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} never terminal: {seen[-1:]}")
-
-
-def runs_of(url: str, name: str) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        store = create_store(url)
-        try:
-            return await store.list_runs(name, limit=10_000)
-        finally:
-            await store.dispose()
-
-    return run_async(read())
-
-
-def markers(directory: Path, name: str, slot: str) -> list[Path]:
-    return sorted(directory.glob(f"{name}__{slot}__*"))
-
-
-def base_env(db_url: str, markers_dir: Path, **extra: str) -> dict[str, str]:
-    env = {
-        "VOLTRO_DATABASE_URL": db_url,
-        "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TRIGGER_TOKEN,
-        "VOLTRO_INSPECT_TOKEN": INSPECT_TOKEN,
-        "VOLTRO_EXTERNAL_MISSED_POLICY": "off",
-        "EXT_MARKER_DIR": str(markers_dir),
-        **extra,
-    }
-    for key in ("VOLTRO_DEV",):
-        env.setdefault(key, "")
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -152,16 +79,12 @@ def test_first_arrival_is_accepted_and_runs_once(server: Server, marker_dir: Pat
 
 def test_poll_until_terminal(server: Server, marker_dir: Path) -> None:
     set_clock(server, "2026-03-03T10:00:05+00:00")
-    hold = marker_dir / "hold"  # the handler finishes only once the test lets it
-    hold.touch()
-    try:
+    with held(marker_dir):  # the handler finishes only once the test lets it
         r = trigger(server, "hourly")
         assert r.status_code == 202, r.text
         run_id = r.json()["runId"]
         # the first poll (right after the 202) sees it running
         first = get_run(server, run_id).json()
-    finally:
-        hold.unlink()
     seen = [first, *poll_terminal(server, run_id)]
     assert seen[0]["status"] == "running" and seen[0]["terminal"] is False
     assert seen[0]["finishedAt"] is None
@@ -294,11 +217,14 @@ def test_a_minute_cadence_budget_is_its_period(server: Server) -> None:
     assert stated.json()["runId"] != late.json()["runId"]
 
 
-def test_an_arrival_while_a_run_is_live_is_recorded_skipped(server: Server) -> None:
+def test_an_arrival_while_a_run_is_live_is_recorded_skipped(
+    server: Server, marker_dir: Path
+) -> None:
     set_clock(server, "2026-03-12T10:05:10+00:00")
-    running = trigger(server, "minutely")
-    assert running.status_code == 202, running.text
-    skipped = trigger(server, "minutely", {"X-Voltro-Scheduled-At": "2026-03-12T10:04:00Z"})
+    with held(marker_dir):  # live until the second arrival was answered, however slow
+        running = trigger(server, "minutely")
+        assert running.status_code == 202, running.text
+        skipped = trigger(server, "minutely", {"X-Voltro-Scheduled-At": "2026-03-12T10:04:00Z"})
     assert skipped.status_code == 200, skipped.text
     assert skipped.json()["status"] == "skipped"
     assert skipped.json()["scheduledAt"] == "2026-03-12T10:04:00.000Z"
@@ -484,7 +410,7 @@ def run_script(server: Server, schedule: str) -> subprocess.CompletedProcess[str
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG,
         check=False,
     )
 

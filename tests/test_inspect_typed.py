@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fastapi import FastAPI
-from test_pauses import AUTH, BASE, _scheduling, at, served
+from support.pausing import AUTH, BASE, at, pause_scheduling, served
 
 from fastapi_voltro_schedules import schedules_router
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
@@ -52,7 +52,7 @@ def _row(name: str, slot: datetime, status: RunStatus, run_id: str) -> RunRecord
 
 
 async def test_runs_filtered_by_status_and_paged_by_cursor(sqlite_url: str) -> None:
-    s = _scheduling(sqlite_url, ManualClock(at(0, 30)))
+    s = pause_scheduling(sqlite_url, ManualClock(at(0, 30)))
     async with served(s) as client:
         assert s.store is not None
         statuses = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.QUEUED, RunStatus.MISSED]

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from test_engine import running, runs_of, wait_until
+from support.running import running, runs_of
+from support.timer_passes import TimerPasses
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import ScheduleContext, ScheduleDefinitionError, define_schedule
 from fastapi_voltro_schedules.testing import ManualClock
@@ -65,9 +67,10 @@ def test_a_jitter_that_would_reach_the_next_slot_is_refused(
 
 
 async def test_the_timer_fires_after_the_delay_with_scheduled_at_the_cron_instant(
-    sqlite_url: str,
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[tuple[datetime, datetime]] = []
+    passes = TimerPasses(monkeypatch)
     clock = ManualClock(T0)
 
     @define_schedule(name="spread", cron="* * * * *", timezone="UTC", jitter_ms=30_000)
@@ -79,7 +82,8 @@ async def test_the_timer_fires_after_the_delay_with_scheduled_at_the_cron_instan
     async with running([spread], sqlite_url, clock) as s:
         assert s.next_fire_times()["spread"] == NOON + delay
         await clock.advance(30 + delay.total_seconds() - 0.5)  # just before the delay ends
-        assert started == []
+        await passes.reach(clock.now())  # the timer woke at 12:00 and looked again since
+        assert passes.dispatched() == [] and started == []
         await clock.advance(0.5)
 
         async def fired() -> bool:

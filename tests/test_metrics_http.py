@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from conftest import run_async
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from support.servers import uvicorn_server
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
@@ -74,18 +76,16 @@ def families(text: str) -> set[str]:
     return {family.name for family in text_string_to_metric_families(text)}
 
 
-def wait_for_sequence(url: str, timeout: float = 20.0) -> list[RunRecord]:
+def wait_for_sequence(url: str) -> list[RunRecord]:
     want = {("ok", 3), ("boom", 2), ("slow", 2)}
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def complete() -> list[RunRecord]:
         rows = ledger(url)
         done = Counter(r.name for r in rows if r.status.terminal and r.trigger is Trigger.SELF)
         missed = sum(r.status is RunStatus.MISSED for r in rows)
-        if all(done[name] >= n for name, n in want) and missed:
-            return rows
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the sequence did not complete: {sorted(done.items())}")
-        time.sleep(0.2)
+        return rows if all(done[name] >= n for name, n in want) and missed else []
+
+    return wait_for(complete, interval=0.2, what="the sequence to complete")
 
 
 def test_metrics_scraped_over_http_match_the_ledger(tmp_path: Path) -> None:
@@ -103,12 +103,14 @@ def test_metrics_scraped_over_http_match_the_ledger(tmp_path: Path) -> None:
         fired = httpx.post(f"{server.url}/_voltro/inspect/schedules/ok/fire", headers=inspect)
         assert fired.status_code == 202, fired.text
         manual_id = fired.json()["runId"]
-        deadline = time.monotonic() + 10
-        while not any(r.id == manual_id and r.status.terminal for r in ledger(url)):
-            assert time.monotonic() < deadline, "the manual run never finished"
-            time.sleep(0.1)
+        wait_for(
+            lambda: any(r.id == manual_id and r.status.terminal for r in ledger(url)),
+            what="the manual run to finish",
+        )
 
+        before = time.time()
         scrape = httpx.get(f"{server.url}/metrics")  # no token
+        after = time.time()
         rows = ledger(url)
         boom_id = next(r.id for r in rows if r.name == "boom")
         run_view = httpx.get(
@@ -159,9 +161,17 @@ def test_metrics_scraped_over_http_match_the_ledger(tmp_path: Path) -> None:
         for s in samples(text, "voltro_schedule_lag_seconds")
         if s.name.endswith("_sum")
     }
-    fired = [n for n in lags if lags[n]]
-    assert all(0 <= lag_sums[n] < 2.0 * lags[n] for n in fired), lag_sums  # a timer on time
-    assert all(lag_sums[n] == 0 for n in lags if n not in fired), lag_sums
+    # Each run's lag is its row's fired_at - scheduled_at. How small that is on time is a
+    # latency question for the benchmarks (bench/), not a verdict for a busy test machine.
+    row_lags = Counter[str]()
+    for r in ran:
+        if r.trigger is Trigger.SELF and r.fired_at is not None:
+            row_lags[r.name] += max(0.0, (r.fired_at - r.scheduled_at).total_seconds())
+    assert set(lag_sums) == set(lags), lag_sums
+    assert all(lag_sums[n] == pytest.approx(row_lags[n], abs=1e-3) for n in lags), (
+        lag_sums,
+        row_lags,
+    )
     slow_durations = [
         s.value
         for s in samples(text, "voltro_schedule_run_duration_seconds")
@@ -183,13 +193,13 @@ def test_metrics_scraped_over_http_match_the_ledger(tmp_path: Path) -> None:
     running = {s.labels["name"]: s.value for s in samples(text, "voltro_schedule_running")}
     assert running and set(running.values()) == {0.0}
 
-    now = time.time()
     next_fire = {
         s.labels["name"]: s.value
         for s in samples(text, "voltro_schedule_next_fire_timestamp_seconds")
     }
     assert set(next_fire) == {"ok", "boom", "slow", "late"}
-    assert all(now < at <= now + 61 for at in next_fire.values()), (now, next_fire)
+    # each fires at least once a minute: its next firing is within a minute of the scrape
+    assert all(before < at <= after + 60 for at in next_fire.values()), (before, next_fire)
 
     assert samples(text, "voltro_schedule_store_errors") == []  # declared, nothing failed
     assert "voltro_schedule_external_missed" in families(text)

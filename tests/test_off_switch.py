@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules import (
     ConfigurationError,
@@ -77,10 +78,7 @@ def test_disabled_testclient_fires_nothing_and_writes_no_file(
     monkeypatch.setenv("VOLTRO_SCHEDULER_ENABLED", "true")
     fired_on: list[str] = []
     with TestClient(_app(fired_on)):
-        deadline = time.monotonic() + 5
-        while not fired_on and time.monotonic() < deadline:
-            time.sleep(0.05)
-    assert fired_on, "control: the enabled scheduler should have fired within 5 s"
+        wait_for(lambda: fired_on, interval=0.05, what="control: the enabled scheduler to fire")
     assert (tmp_path / "voltro.db").exists()
     for path in tmp_path.iterdir():
         path.unlink()
@@ -89,6 +87,9 @@ def test_disabled_testclient_fires_nothing_and_writes_no_file(
     fired_off: list[str] = []
     headers = {"Authorization": "Bearer " + "i" * 32}
     with TestClient(_app(fired_off)) as client:
+        # Nothing is armed — no engine, no timer — so nothing can fire, however long we wait.
+        scheduling = client.app.state.scheduling  # type: ignore[attr-defined]
+        assert scheduling.engine is None and not scheduling.fires_here
         calls = _route_calls(client.app)  # type: ignore[arg-type]
         assert len(calls) >= 5  # trigger, run status, inspect list/runs/run-now/backfill…
         # /metrics keeps answering: a scrape of a switched-off app still gets the process's
@@ -104,7 +105,9 @@ def test_disabled_testclient_fires_nothing_and_writes_no_file(
             assert body["code"] == "scheduler_disabled", (method, path, body)
             assert body["variable"] == "VOLTRO_SCHEDULER_ENABLED"
             assert "VOLTRO_SCHEDULER_ENABLED" in body["detail"]
-        time.sleep(2.2)  # two every-second slots pass while the client is open
+        # why this sleep is safe: it only lets two every-second slots pass; with nothing armed
+        # (asserted above) no delay can make a tick appear
+        time.sleep(2.2)
         assert _tick_count(client.get("/metrics").text) == ticks_before
     assert fired_off == []
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -4,72 +4,16 @@ arrivals answered ``paused``, Run now and backfill refused."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 
-import anyio
-import httpx
-from fastapi import FastAPI
-from support.waiting import HANG
+import pytest
+from support.pausing import AUTH, BASE, READ, TRIGGER_AUTH, at, pause_scheduling, served
+from support.waiting import wait_until
 
-from fastapi_voltro_schedules import (
-    ScheduleContext,
-    Scheduling,
-    SchedulingConfig,
-    define_schedule,
-    schedules_router,
-)
+from fastapi_voltro_schedules import Scheduling
+from fastapi_voltro_schedules.external_missed import ExternalMissedWatcher
 from fastapi_voltro_schedules.store import RunRecord
 from fastapi_voltro_schedules.testing import ManualClock
-
-OPERATOR = "operator-token-for-pause-tests"
-READ = "viewer-token-for-pause-tests"
-TRIGGER = "trigger-token-for-pause-tests"
-AUTH = {"Authorization": f"Bearer {OPERATOR}"}
-TRIGGER_AUTH = {"Authorization": f"Bearer {TRIGGER}"}
-BASE = "/_voltro/inspect/schedules"
-
-
-def at(minute: int, second: int = 0) -> datetime:
-    return datetime(2026, 6, 1, 12, minute, second, tzinfo=UTC)
-
-
-async def noop(ctx: ScheduleContext) -> None:
-    return None
-
-
-def _scheduling(sqlite_url: str, clock: ManualClock) -> Scheduling:
-    schedules = [
-        define_schedule(
-            name="minutely", cron="* * * * *", timezone="UTC", handler=noop, backfill="all"
-        ),
-        define_schedule(
-            name="latest", cron="* * * * *", timezone="UTC", handler=noop, backfill="latest"
-        ),
-        define_schedule(
-            name="ext", cron="* * * * *", timezone="UTC", handler=noop, trigger="external"
-        ),
-    ]
-    config = SchedulingConfig(
-        database_url=sqlite_url,
-        replica_id="pod-1",
-        inspect_token=OPERATOR,
-        inspect_read_token=READ,
-        schedule_trigger_token=TRIGGER,
-        external_missed_policy="record",
-    )
-    return Scheduling(schedules, config=config, clock=clock)
-
-
-@asynccontextmanager
-async def served(scheduling: Scheduling) -> AsyncIterator[httpx.AsyncClient]:
-    app = FastAPI()
-    app.include_router(schedules_router)
-    async with scheduling.run(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            yield c
 
 
 async def rows(scheduling: Scheduling, name: str) -> list[RunRecord]:
@@ -82,26 +26,42 @@ async def slots_of(scheduling: Scheduling, name: str) -> list[datetime]:
     return [r.scheduled_at for r in await rows(scheduling, name)]
 
 
-async def settle(clock: ManualClock, to: datetime) -> None:
-    """Move the clock and give the engine real time for its database writes."""
+async def move(clock: ManualClock, to: datetime) -> None:
+    """Move the clock and let the woken loops run (what they write is waited for apart)."""
     clock.set(to)
     await clock.advance(0)
-    await anyio.sleep(0.3)
+
+
+async def passed(scheduling: Scheduling, to: datetime, *names: str) -> None:
+    """Wait until the timer's pass at ``to`` is over for ``names``: their next firing has
+    moved past it. A paused slot is dropped inside that pass (``Timer.dispatch_due``): from
+    here on, nothing will fire it."""
+    engine = scheduling.running_engine()
+
+    def moved_on() -> bool:
+        return all((due := engine.next_firing(n)) is not None and due > to for n in names)
+
+    await wait_until(moved_on, what=f"the timer's pass at {to.isoformat()} for {names}")
+
+
+async def _has(scheduling: Scheduling, name: str, slot: datetime) -> bool:
+    return slot in await slots_of(scheduling, name)
 
 
 async def wait_slots(scheduling: Scheduling, name: str, expected: list[datetime]) -> None:
-    with anyio.fail_after(HANG):
-        while await slots_of(scheduling, name) != expected:
-            await anyio.sleep(0.02)
+    async def there() -> bool:
+        return await slots_of(scheduling, name) == expected
+
+    await wait_until(there, what=f"{name}'s slots {expected}")
 
 
 async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
     sqlite_url: str,
 ) -> None:
     clock = ManualClock(at(0, 30))
-    s = _scheduling(sqlite_url, clock)
+    s = pause_scheduling(sqlite_url, clock)
     async with served(s) as client:
-        await settle(clock, at(1))
+        await move(clock, at(1))
         await wait_slots(s, "minutely", [at(1)])
 
         r = await client.post(f"{BASE}/minutely/pause", headers=AUTH, json={"reason": "INC-42"})
@@ -124,7 +84,13 @@ async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
                                   "pausedBy": "operator", "reason": "INC-42"}  # fmt: skip
 
         for minute in (2, 3, 4, 5):
-            await settle(clock, at(minute))
+            await move(clock, at(minute))
+            await passed(s, at(minute), "minutely")
+            # "latest" fires at the same instant: the herd's rows are written together, so
+            # once its row is there, one of "minutely" would be too.
+            await wait_until(
+                lambda m=minute: _has(s, "latest", at(m)), what=f"latest's row at {minute}"
+            )
         assert await slots_of(s, "minutely") == [at(1)]  # no run, no skipped, no missed row
 
         fire = await client.post(f"{BASE}/minutely/fire", headers=AUTH)
@@ -138,11 +104,11 @@ async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
         assert backfill.status_code == 409 and backfill.json()["code"] == "paused"
         assert await slots_of(s, "minutely") == [at(1)]
 
-        await settle(clock, at(5, 30))
+        await move(clock, at(5, 30))
         r = await client.post(f"{BASE}/minutely/resume", headers=AUTH)
         assert r.status_code == 200 and r.json()["changed"] is True
         assert r.json()["resumedAt"] == "2026-06-01T12:05:30.000Z" and r.json()["pause"] is None
-        await settle(clock, at(6))
+        await move(clock, at(6))
         await wait_slots(s, "minutely", [at(1), at(6)])  # the next occurrence, no catch-up
         listing = (await client.get(BASE, headers=AUTH)).json()
         entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
@@ -154,32 +120,35 @@ async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_pa
     sqlite_url: str,
 ) -> None:
     clock = ManualClock(at(0, 30))
-    first = _scheduling(sqlite_url, clock)
+    first = pause_scheduling(sqlite_url, clock)
     async with served(first) as client:
-        await settle(clock, at(1))
+        await move(clock, at(1))
         await wait_slots(first, "minutely", [at(1)])
         await wait_slots(first, "latest", [at(1)])
-        await settle(clock, at(1, 30))
+        await move(clock, at(1, 30))
         for name in ("minutely", "latest"):
             assert (await client.post(f"{BASE}/{name}/pause", headers=AUTH)).status_code == 200
 
     # Down from 12:01:30 to 12:10:30, paused all along: backfill="all" must not replay a thing.
     clock.set(at(10, 30))
-    second = _scheduling(sqlite_url, clock)
+    second = pause_scheduling(sqlite_url, clock)
     async with served(second) as client:
         listing = (await client.get(BASE, headers=AUTH)).json()
         assert {x["name"]: x for x in listing["schedules"]}["minutely"]["paused"] is True
-        await settle(clock, at(11))
+        await move(clock, at(11))
+        # Armed, so the boot backfill is over (its missed rows are written before the timer
+        # arms); past 12:11, so the live timer has dropped that slot.
+        await passed(second, at(11), "minutely", "latest")
         assert await slots_of(second, "minutely") == [at(1)]
         assert await slots_of(second, "latest") == [at(1)]  # not even `missed` rows
-        await settle(clock, at(11, 30))
+        await move(clock, at(11, 30))
         for name in ("minutely", "latest"):
             assert (await client.post(f"{BASE}/{name}/resume", headers=AUTH)).status_code == 200
 
     # Down again from 12:11:30 to 12:14:30, *not* paused: that span is downtime and is caught
     # up (backfill="all"); the paused span before the resume stays empty.
     clock.set(at(14, 30))
-    third = _scheduling(sqlite_url, clock)
+    third = pause_scheduling(sqlite_url, clock)
     async with served(third):
         await wait_slots(third, "minutely", [at(1), at(12), at(13), at(14)])
         await wait_slots(third, "latest", [at(1), at(12), at(13), at(14)])
@@ -187,20 +156,37 @@ async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_pa
         assert [by_slot[at(m)] for m in (12, 13)] == ["missed", "missed"]
 
 
-async def test_external_arrivals_while_paused_and_for_the_paused_span(sqlite_url: str) -> None:
+async def test_external_arrivals_while_paused_and_for_the_paused_span(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The missed watcher's passes, by the clock each began at: one that began at 12:04:10 or
+    # later has looked at every occurrence closed by then.
+    checked: list[datetime] = []
+    check = ExternalMissedWatcher.check
+
+    async def counted(watcher: ExternalMissedWatcher) -> bool:
+        began = watcher.clock.now()
+        healthy = await check(watcher)
+        checked.append(began)
+        return healthy
+
+    monkeypatch.setattr(ExternalMissedWatcher, "check", counted)
     clock = ManualClock(at(0, 10))
-    s = _scheduling(sqlite_url, clock)
+    s = pause_scheduling(sqlite_url, clock)
     async with served(s) as client:
         assert (await client.post(f"{BASE}/ext/pause", headers=AUTH)).status_code == 200
-        await settle(clock, at(2, 10))
+        await move(clock, at(2, 10))
         r = await client.post("/_voltro/schedules/ext/trigger", headers=TRIGGER_AUTH)
         assert r.status_code == 200, r.text
         assert r.json() == {"status": "paused", "runId": None,
                             "scheduledAt": "2026-06-01T12:02:00.000Z"}  # fmt: skip
-        await settle(clock, at(4, 10))  # the missed watcher passes 12:01..12:03: paused, silent
+        await move(clock, at(4, 10))  # the missed watcher passes 12:01..12:03: paused, silent
+        await wait_until(
+            lambda: any(began >= at(4, 10) for began in checked), what="the watcher's pass"
+        )
         assert await rows(s, "ext") == []
 
-        await settle(clock, at(4, 20))
+        await move(clock, at(4, 20))
         assert (await client.post(f"{BASE}/ext/resume", headers=AUTH)).status_code == 200
         # A late redelivery of an occurrence inside the paused span is not run after resume.
         late = await client.post(
@@ -208,7 +194,7 @@ async def test_external_arrivals_while_paused_and_for_the_paused_span(sqlite_url
             headers={**TRIGGER_AUTH, "X-Voltro-Scheduled-At": "2026-06-01T12:04:00Z"},
         )
         assert late.status_code == 200 and late.json()["status"] == "paused"
-        await settle(clock, at(5, 5))
+        await move(clock, at(5, 5))
         r = await client.post("/_voltro/schedules/ext/trigger", headers=TRIGGER_AUTH)
         assert r.status_code == 202 and r.json()["scheduledAt"] == "2026-06-01T12:05:00.000Z"
         await wait_slots(s, "ext", [at(5)])
@@ -217,7 +203,7 @@ async def test_external_arrivals_while_paused_and_for_the_paused_span(sqlite_url
 async def test_pause_of_an_unknown_schedule_is_404_and_a_long_reason_422(
     sqlite_url: str,
 ) -> None:
-    s = _scheduling(sqlite_url, ManualClock(at(0, 30)))
+    s = pause_scheduling(sqlite_url, ManualClock(at(0, 30)))
     async with served(s) as client:
         r = await client.post(f"{BASE}/nope/pause", headers=AUTH)
         assert r.status_code == 404 and r.json()["code"] == "schedule_not_found"

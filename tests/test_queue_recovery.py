@@ -14,6 +14,8 @@ machine, and B never held a waiter). Then B is:
 * SIGSTOPped for less than three beats, then SIGCONTed — nothing is adopted, and each of B's
   waiters runs exactly once, on B.
 
+What B held when it died is read with A stopped too (SIGSTOP), so no adoption can race the read.
+
 Executions are counted from the handlers' own side effects (a marker file created before the
 work, a span line written after it), not only from the ledger.
 """
@@ -22,18 +24,22 @@ from __future__ import annotations
 
 import re
 import signal
-import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from support.cluster import Replica, fetch_runs, read_markers, run_async, uvicorn_cluster
-from support.waiting import wait_for
-from test_queue_cluster import _env, _spans, assert_one_at_a_time_in_order
+from support.leases import locked_now
+from support.queue_lines import assert_one_at_a_time_in_order, line_env, read_spans
+from support.waiting import HANG, wait_for
 
 from fastapi_voltro_schedules.enums import RunStatus
 from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.models import CLAIMS_TABLE
+from fastapi_voltro_schedules.planning import last_seen
 from fastapi_voltro_schedules.store import RunRecord
+from fastapi_voltro_schedules.store.statements.claims import LINE_SUFFIX
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +53,7 @@ TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.MISSED, RunStatus.S
 
 
 def _recoveries(replica: Replica, outcome: str) -> float:
-    text = httpx.get(replica.url + "/metrics", timeout=5).text
+    text = httpx.get(replica.url + "/metrics", timeout=HANG).text
     match = re.search(
         r'^voltro_schedule_queue_recoveries_total\{name="line",outcome="' + outcome + r'"\} (\S+)$',
         text,
@@ -78,8 +84,8 @@ def _boot_b_then_a(
     markers = tmp_path / "markers"
     markers.mkdir()
     common = {"CLUSTER_MARKER_DIR": str(markers)}
-    env_b = _env(url, f"{store}-b", log, **common, **b)
-    env_a = _env(url, f"{store}-a", log, **common, **a)
+    env_b = line_env(url, f"{store}-b", log, **common, **b)
+    env_a = line_env(url, f"{store}-a", log, **common, **a)
     return log, markers, env_b, env_a
 
 
@@ -102,23 +108,26 @@ def test_sigkilled_replicas_waiters_are_adopted_in_order_or_missed_past_the_boun
         a={"CLUSTER_LINE_SECONDS": "0.3", **LOSES_RACES, **beats},
     )
     with uvicorn_cluster(tmp_path, [env_b, env_a]) as (b, a):
-        wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 2, 20, what="B's waiters")
-        b.signal(signal.SIGKILL)
-        # B is dead: nothing of its changes any more, and A cannot judge it dead for another
-        # 3 beats (0.9 s), so this is exactly what B held.
-        held = {r.id: r for r in _queued_of(url, b.replica_id)}
+        wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 2, what="B's waiters")
+        # A stopped first: B is dead and A cannot act, so this read is exactly what B held,
+        # however long it takes.
+        a.process.send_signal(signal.SIGSTOP)
+        try:
+            b.signal(signal.SIGKILL)
+            held = {r.id: r for r in _queued_of(url, b.replica_id)}
+        finally:
+            a.process.send_signal(signal.SIGCONT)
         assert held, "B held no waiter when it was killed"
-        final = wait_for(lambda: _settled(url, set(held)), 20, what="B's waiters settled")
+        final = wait_for(lambda: _settled(url, set(held)), what="B's waiters settled")
         # A keeps firing its own occurrences after B's.
         last_held = max(r.scheduled_at for r in held.values())
         wait_for(
-            lambda: [s for s in _spans(log) if str(s["slot"]) > last_held.isoformat()],
-            10,
+            lambda: [s for s in read_spans(log) if str(s["slot"]) > last_held.isoformat()],
             what="A's own run after B's waiters",
         )
         count = _recoveries(a, recovered)
         a_log = a.log()
-    spans = _spans(log)
+    spans = read_spans(log)
     assert_one_at_a_time_in_order(spans)
     ran = {m.run_id: m for m in read_markers(markers, "line")}
     for run_id, before in held.items():
@@ -162,9 +171,16 @@ def test_sigkilled_replicas_waiters_are_adopted_in_order_or_missed_past_the_boun
 def test_a_waiter_stalled_for_less_than_three_beats_is_not_adopted_and_runs_once(
     store: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    """B is stopped outside the line's lock, and stays stopped until A has looked at the line
+    with B silent for a full beat at least (one of A's own firings queued behind B's waiters
+    then: it judged them live), so "not adopted" cannot pass because A never looked. The one
+    thing left to time is B itself: once SIGCONTed it must beat again before its silence
+    reaches three beats — that a stalled replica is slow and not dead is a wall-clock
+    judgment by design. The 2 s heartbeat leaves it about two beats (4 s) for that."""
     url = request.getfixturevalue(f"{store}_url")
     run_async(upgrade_to_head(url))
-    beats = {"VOLTRO_SCHEDULE_HEARTBEAT_MS": "1000"}
+    beat = timedelta(seconds=2)
+    beats = {"VOLTRO_SCHEDULE_HEARTBEAT_MS": str(int(beat.total_seconds() * 1000))}
     log, markers, env_b, env_a = _boot_b_then_a(
         url,
         store,
@@ -173,17 +189,43 @@ def test_a_waiter_stalled_for_less_than_three_beats_is_not_adopted_and_runs_once
         a={"CLUSTER_LINE_SECONDS": "0.3", **LOSES_RACES, **beats},
     )
     with uvicorn_cluster(tmp_path, [env_b, env_a]) as (b, a):
-        wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 1, 20, what="B's waiters")
-        b.process.send_signal(signal.SIGSTOP)
+        wait_for(lambda: len(_queued_of(url, b.replica_id)) >= 1, what="B's waiters")
+
+        def stopped_off_the_line() -> bool:
+            # Stopped holding the line's lock, B would hold A's every look back with it.
+            b.process.send_signal(signal.SIGSTOP)
+            if not locked_now(url, CLAIMS_TABLE, "key", [f"line{LINE_SUFFIX}"]):
+                return True
+            b.process.send_signal(signal.SIGCONT)
+            return False
+
+        wait_for(stopped_off_the_line, interval=0.05, what="B stopped outside the line's lock")
         try:
-            held = {r.id: r for r in _queued_of(url, b.replica_id)}
-            # Silent for at most 1.2 s + one beat interval: under the 3 s of three beats,
-            # while A looks at the line at least once a second.
-            time.sleep(1.2)
+            live = [
+                r
+                for r in fetch_runs(url, "line")
+                if r.replica_id == b.replica_id
+                and r.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+            ]
+            held = {r.id: r for r in live if r.status is RunStatus.QUEUED}
+            assert held, "B held no waiter when it was stopped"
+            silent_since = max(_seen(r) for r in live)
+            last_held = max(r.scheduled_at for r in held.values())
+
+            def judged_live() -> list[RunRecord]:
+                return [
+                    r
+                    for r in fetch_runs(url, "line")
+                    if r.replica_id == a.replica_id
+                    and r.scheduled_at > last_held
+                    and r.fired_at is not None
+                    and r.fired_at - silent_since >= beat
+                ]
+
+            wait_for(judged_live, what="A queueing behind B's waiters a beat into B's silence")
         finally:
             b.process.send_signal(signal.SIGCONT)
-        assert held, "B held no waiter when it was stopped"
-        final = wait_for(lambda: _settled(url, set(held)), 30, what="B's waiters settled")
+        final = wait_for(lambda: _settled(url, set(held)), what="B's waiters settled")
         adopted = _recoveries(a, "adopted") + _recoveries(a, "abandoned")
         logs = a.log() + b.log()
     assert adopted == 0
@@ -193,5 +235,11 @@ def test_a_waiter_stalled_for_less_than_three_beats_is_not_adopted_and_runs_once
     ran = [m for m in read_markers(markers, "line") if m.run_id in held]
     assert sorted(m.run_id for m in ran) == sorted(held), "a waiter ran twice or not at all"
     assert all(m.replica_id == b.replica_id for m in ran)
-    assert_one_at_a_time_in_order(_spans(log))
+    assert_one_at_a_time_in_order(read_spans(log))
     assert "Traceback" not in logs
+
+
+def _seen(row: RunRecord) -> datetime:
+    seen = last_seen(row.fired_at, row.heartbeat_at)
+    assert seen is not None, row
+    return seen

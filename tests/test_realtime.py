@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from support.servers import uvicorn_server
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +38,11 @@ def test_example_app_fires_every_second_under_uvicorn(tmp_path: Path) -> None:
         "VOLTRO_SHUTDOWN_GRACE_MS": "1000",  # slowReindex runs 15 s: don't wait for it
     }
     with uvicorn_server("example_app.main:app", tmp_path, env) as server:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if db.exists() and longest_consecutive_run(succeeded_heartbeats(db)) >= 3:
-                break
-            time.sleep(0.25)
+        wait_for(
+            lambda: db.exists() and longest_consecutive_run(succeeded_heartbeats(db)) >= 3,
+            interval=0.25,
+            what=f"three heartbeats in a row (log: {server.log_path})",
+        )
         log = server.log()
     slots = succeeded_heartbeats(db)
     assert longest_consecutive_run(slots) >= 3, (slots, log)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import sys
 import textwrap
-import time
 import types
 import weakref
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from support.servers import uvicorn_server
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules import ConfigurationError
 
@@ -197,11 +197,10 @@ def test_real_uvicorn_app_with_only_include_router_fires_its_schedules(tmp_path:
     out = tmp_path / "fired.txt"
     env = {"ONELINER_OUT": str(out), "VOLTRO_INSPECT_TOKEN": "inspect-" + "x" * 24}
     with uvicorn_server("oneliner_app:app", tmp_path, env) as server:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if out.exists() and len(out.read_text().splitlines()) >= 3:
-                break
-            time.sleep(0.1)
+        wait_for(
+            lambda: out.exists() and len(out.read_text().splitlines()) >= 3,
+            what=f"three ticks (log: {server.log_path})",
+        )
         listing = httpx.get(
             server.url + "/_voltro/inspect/schedules",
             headers={"Authorization": "Bearer inspect-" + "x" * 24},

@@ -23,6 +23,7 @@ from conftest import run_async
 from sqlalchemy import event, func, select, update
 from sqlalchemy.exc import DBAPIError
 from support.stores import assert_pool_idle, open_store
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.errors import StoreUnavailableError
@@ -444,11 +445,17 @@ async def test_unreachable_store_fails_closed_quickly(url: str) -> None:
     store = create_store(url)
     assert isinstance(store, SQLStore)
     try:
-        started = time.perf_counter()
         with pytest.raises(StoreUnavailableError) as info:
             await store.claim("job@2026-05-28T09:00:00", "a", T0)
-        assert time.perf_counter() - started < 5
         assert info.value.__cause__ is not None
+        # Quickly: on the refusal itself, not after waiting out a connect or operation timeout
+        # (how many milliseconds that takes is the benchmarks' question, not a verdict here).
+        causes: list[BaseException] = []
+        cause: BaseException | None = info.value
+        while cause is not None:
+            causes.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        assert not any(isinstance(c, TimeoutError) for c in causes), causes
         with pytest.raises(StoreUnavailableError):
             await store.claim_many(["job@2026-05-28T09:00:00"], "a", T0)
         with pytest.raises(StoreUnavailableError):
@@ -459,11 +466,10 @@ async def test_unreachable_store_fails_closed_quickly(url: str) -> None:
         # aiosqlite stops the worker thread of a failed connect with a future nobody awaits;
         # let those threads finish while this loop is still open (else they report "Event
         # loop is closed" in whichever test runs next)
-        deadline = time.monotonic() + 2
-        while any(t.is_alive() for t in set(threading.enumerate()) - threads_before):
-            if time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: not any(t.is_alive() for t in set(threading.enumerate()) - threads_before),
+            what="the failed connects' worker threads to end",
+        )
 
 
 async def test_missing_tables_fail_closed(database_url: str) -> None:

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from support.stores import open_store
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.store import RunRecord, SQLStore, new_run_id
@@ -95,18 +96,21 @@ async def test_naive_slot_is_refused(store: SQLStore) -> None:
 async def test_sees_a_row_committed_while_polling(store: SQLStore) -> None:
     """The duplicate path: the loser polls until the winner's row is committed."""
     mine = row()
+    looked = asyncio.Event()
 
     async def winner() -> None:
-        await asyncio.sleep(0.1)
+        await looked.wait()  # the loser has polled and found nothing
         await store.insert_run(mine)
 
+    async def lookup() -> RunRecord | None:
+        found = await store.run_for_slot("job", SLOT, Trigger.EXTERNAL)
+        if found is None:
+            looked.set()
+        return found
+
     async def loser() -> RunRecord | None:
-        for _ in range(100):
-            found = await store.run_for_slot("job", SLOT, Trigger.EXTERNAL)
-            if found is not None:
-                return found
-            await asyncio.sleep(0.02)
-        return None
+        found: RunRecord | None = await wait_until(lookup, what="the winner's row")
+        return found
 
     _, found = await asyncio.gather(winner(), loser())
-    assert found == mine
+    assert looked.is_set() and found == mine

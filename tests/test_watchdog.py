@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules.clock import Clock, SystemClock
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
@@ -48,13 +49,10 @@ async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
 
 
 async def step(clock: ManualClock, seconds: float) -> None:
-    """Advance, then wait (real time: a beat is real I/O) until the watchdog is parked again."""
+    """Advance, then wait (real time: a beat is real I/O) until the watchdog is parked again:
+    its pass for the new time — expiries, and the beat it writes before it sleeps — is over."""
     await clock.advance(seconds)
-    for _ in range(200):
-        if clock.sleepers:
-            return
-        await anyio.sleep(0.01)
-    raise AssertionError("the watchdog never went back to sleep")
+    await wait_until(lambda: clock.sleepers, what="the watchdog to go back to sleep")
 
 
 async def _loop(dog: Watchdog, clock: ManualClock, body: Any) -> None:
@@ -147,14 +145,9 @@ async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> 
 
     async def body() -> None:
         clock.set(T0 + timedelta(hours=2))  # wall jumps 2 h: 0 s of elapsed time
-        await step(clock, 1)
-        await anyio.sleep(0.05)  # the store write, if any, is real I/O
+        await step(clock, 1)  # parked again: a beat of this pass would be written by now
         assert await beat_of(store, "sr_beat") is None
         await step(clock, 5)
-        for _ in range(100):
-            if await beat_of(store, "sr_beat") is not None:
-                break
-            await anyio.sleep(0.02)
         # stamped with the wall clock the replica shows (the ledger's time)
         assert await beat_of(store, "sr_beat") == T0 + timedelta(hours=2, seconds=6)
 
@@ -207,11 +200,7 @@ async def test_a_herd_watch_beats_the_runs_still_going(sqlite_url: str) -> None:
     dog.end(herd, done)
 
     async def body() -> None:
-        await step(clock, 6)
-        for _ in range(100):
-            if await beat_of(store, "sr_going") is not None:
-                break
-            await anyio.sleep(0.02)
+        await step(clock, 6)  # parked again: the beat is written
         assert await beat_of(store, "sr_going") == T0 + timedelta(seconds=6)
         assert await beat_of(store, "sr_done") is None
 

@@ -15,6 +15,9 @@ Environment (read at import):
                           ``{"scheduledAt", "trigger", "runId", "firedAt"}``.
 - ``BACKFILL_FAIL_AT``    ISO instant: the handler raises on that slot (recorded ``failed``).
 - ``BACKFILL_SLEEP``      seconds each handler sleeps (real time), default ``0``.
+- ``BACKFILL_HOLD``       a path: while a file is there, handlers wait (at most a hang's bound)
+                          before they finish — a test that needs a range still running holds
+                          it there, whatever the load.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from datetime import datetime
 
 import anyio
 from fastapi import FastAPI
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
@@ -43,6 +47,7 @@ _FAIL_AT = (
     else None
 )
 _SLEEP = float(os.environ.get("BACKFILL_SLEEP", "0"))
+_HOLD = os.environ.get("BACKFILL_HOLD")
 
 
 async def hourly_sync(ctx: ScheduleContext) -> None:
@@ -57,6 +62,10 @@ async def hourly_sync(ctx: ScheduleContext) -> None:
             handle.write(json.dumps(line) + "\n")
     if _SLEEP:
         await anyio.sleep(_SLEEP)
+    if _HOLD:
+        with anyio.move_on_after(HANG):  # a bound for a test that died holding
+            while os.path.exists(_HOLD):  # noqa: ASYNC240 — a stat, test-only
+                await anyio.sleep(0.02)
     if _FAIL_AT is not None and ctx.scheduled_at == _FAIL_AT:
         raise RuntimeError("upstream refused this hour")
 

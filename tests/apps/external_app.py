@@ -12,16 +12,20 @@ Environment:
 - ``EXT_MARKER_DIR``      every handler execution creates one empty file there, first thing:
                           ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``.
 - ``EXT_HANDLER_SECONDS`` how long each handler sleeps (real time), default ``0``.
-- a file ``hold`` in ``EXT_MARKER_DIR``: while it exists, handlers wait (at most 20 s) before
-  they finish — a test that must see a run ``running`` holds it there, whatever the load.
+- ``EXT_DUPLICATE_WAIT_SECONDS`` how long a duplicate arrival waits for the first one's row
+  (the trigger route's ``DUPLICATE_WAIT_SECONDS``, 5 s): a test storming a busy machine sets
+  it to a hang's bound, so a slow database is not taken for a claimant that died.
+- a file ``hold`` in ``EXT_MARKER_DIR``: while it exists, handlers wait (at most a hang's
+  bound) before they finish — a test that must see a run ``running`` holds it there, whatever
+  the load.
 
 Schedules: ``hourly`` (``0 * * * *`` UTC), ``minutely`` (``* * * * *`` UTC), ``failing``
 (``30 9 * * *`` UTC, raises), ``berlinWeekday`` (``0 9 * * 1-5`` Europe/Berlin) — all
 ``trigger="external"`` — and ``selfJob`` (``0 3 * * *``, ``trigger="self"``).
 
 Test-only routes: ``POST /_test/clock``, ``GET /_test/metrics`` (Prometheus text of the global
-registry) and ``GET /_test/inspect-probe`` (guarded by the inspect token, as the inspect routes
-are).
+registry), ``GET /_test/watcher`` (what the external missed watcher accounted for) and
+``GET /_test/inspect-probe`` (guarded by the inspect token, as the inspect routes are).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import anyio.lowlevel
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import PlainTextResponse
 from prometheus_client import generate_latest
+from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
@@ -43,8 +48,11 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
+from fastapi_voltro_schedules.api import trigger as trigger_route
 from fastapi_voltro_schedules.api.auth import InspectAuth
 from fastapi_voltro_schedules.api.errors import VoltroRoute
+from fastapi_voltro_schedules.clock import iso_z
+from fastapi_voltro_schedules.external_missed import ExternalMissedWatcher
 from fastapi_voltro_schedules.testing import ManualClock
 
 config = SchedulingConfig()
@@ -53,6 +61,8 @@ clock = ManualClock(
 )
 _MARKERS = os.environ.get("EXT_MARKER_DIR")
 _SLEEP = float(os.environ.get("EXT_HANDLER_SECONDS", "0"))
+if os.environ.get("EXT_DUPLICATE_WAIT_SECONDS"):
+    trigger_route.DUPLICATE_WAIT_SECONDS = float(os.environ["EXT_DUPLICATE_WAIT_SECONDS"])
 
 
 async def _work(ctx: ScheduleContext) -> None:
@@ -63,7 +73,7 @@ async def _work(ctx: ScheduleContext) -> None:
     if _SLEEP:
         await anyio.sleep(_SLEEP)
     if _MARKERS:
-        with anyio.move_on_after(20):
+        with anyio.move_on_after(HANG):  # a bound for a test that died holding
             while (Path(_MARKERS) / "hold").exists():
                 await anyio.sleep(0.02)
 
@@ -110,6 +120,29 @@ async def set_clock(to: str) -> dict[str, str]:
 @app.get("/_test/metrics", response_class=PlainTextResponse)
 async def metrics() -> str:
     return generate_latest().decode()
+
+
+# The external missed watcher this process runs (none under policy "off"), for /_test/watcher:
+# a test asserting what it did *not* record waits for its cursors instead of sleeping.
+_watchers: list[ExternalMissedWatcher] = []
+_watch = ExternalMissedWatcher.run
+
+
+async def _registered(self: ExternalMissedWatcher) -> None:
+    _watchers.append(self)  # in the watcher task's first step: before any request is served
+    await _watch(self)
+
+
+ExternalMissedWatcher.run = _registered  # type: ignore[method-assign]
+
+
+@app.get("/_test/watcher")
+async def watcher() -> dict[str, object]:
+    """Whether a watcher runs here and, per schedule, the newest occurrence its passes settled
+    (recorded, run, or found claimed): a cursor moves only once its occurrences' writes are
+    done, so nothing it could still record for them is in flight."""
+    cursors = {name: iso_z(at) for w in _watchers for name, at in w.cursors.items()}
+    return {"watching": bool(_watchers), "cursors": cursors}
 
 
 # Like the package's own routers: VoltroRoute maps the auth dependency's errors to 401/503.

@@ -14,8 +14,8 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from support.waiting import HANG
-from test_lost_work import client, cut_before, inner_store, proxied, rows_of, until
+from support.cuts import client, count_calls, cut_before, inner_store, proxied, rows_of
+from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -67,10 +67,10 @@ def scheduling(url: str, steps: Steps, clock: ManualClock) -> Scheduling:
 async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
     postgres_url: str,
 ) -> None:
-    """Slot 1's handler sees the range lock's refresh fail (the link cut for half a second);
-    slot 2's row insert fails the same way. Before the fix the refresh failure cancelled slot 1
-    (recorded failed/shutdown — the wrong reason) and nothing after it fired. Now both are
-    retried: every slot runs once and succeeds."""
+    """Slot 1's handler sees the range lock's refresh fail (the link cut until the refresh
+    really failed); slot 2's row insert fails the same way. Before the fix the refresh failure
+    cancelled slot 1 (recorded failed/shutdown — the wrong reason) and nothing after it fired.
+    Now both are retried: every slot runs once and succeeds."""
     steps = Steps()
     clock = ManualClock(NOW)
     async with proxied(postgres_url) as (proxy, through):
@@ -78,19 +78,19 @@ async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
         async with s.run():
             store = inner_store(s)
             touches = cut_before(store, "touch_claim", proxy, lambda *_: True)
+            touched = count_calls(store, "touch_claim")
             inserts = cut_before(
                 store, "insert_runs", proxy, lambda runs: runs[0].scheduled_at == hour(2)
             )
-
-            async def restore_soon() -> None:
-                await anyio.sleep(0.5)
-                proxy.restore()
+            inserted = count_calls(store, "insert_runs")
 
             async def refresh_fails() -> None:
                 await clock.advance(1.1)  # the lock's refresh is due: it meets the cut
-                await until(lambda: _true(touches[0] == 1))
-                await restore_soon()
-                await anyio.sleep(0.6)  # the retried refresh lands while the slot still runs
+                await wait_until(lambda: touched.failed >= 1, what="the refresh to fail")
+                assert touches[0] == 1
+                proxy.restore()
+                # the retried refresh lands while the slot still runs
+                await wait_until(lambda: touched.ok >= 1, what="the retried refresh")
 
             async def insert_failed() -> None:
                 assert inserts[0] == 1
@@ -99,8 +99,9 @@ async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
             steps.on[hour(2)] = insert_failed
 
             async def restore_after_insert_cut() -> None:
-                await until(lambda: _true(inserts[0] == 1))
-                await restore_soon()
+                await wait_until(lambda: inserted.failed >= 1, what="slot 2's insert to fail")
+                assert inserts[0] == 1
+                proxy.restore()
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(restore_after_insert_cut)
@@ -113,25 +114,25 @@ async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
     ]
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 def ndjson(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 async def test_a_lost_range_lock_stops_the_range_after_its_slot_with_an_error_event(
-    sqlite_url: str,
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """While slot 1 runs, another process takes the range lock (the range's beats went stale
     for it). Before the fix the loss was ignored and both ranges interleaved; now the range
     stops after slot 1 and says so in an ``error`` line."""
+    caplog.set_level(logging.WARNING, "fastapi_voltro_schedules")
     steps = Steps()
     clock = ManualClock(NOW)
     s = scheduling(sqlite_url, steps, clock)
     app = FastAPI()
     app.include_router(schedules_router)
+
+    def lost() -> bool:
+        return any("range lock lost" in r.getMessage() for r in caplog.records)
 
     async def taken_over() -> None:
         assert s.store is not None
@@ -139,7 +140,7 @@ async def test_a_lost_range_lock_stops_the_range_after_its_slot_with_an_error_ev
         assert await s.store.release_claim(key)
         assert await s.store.claim(key, "other-process", clock.now())
         await clock.advance(1.1)  # our refresh finds the lock held by someone else
-        await anyio.sleep(0.2)
+        await wait_until(lost, what="the refresh to find the lock lost")
 
     steps.on[hour(1)] = taken_over
     async with s.run(app), client(app) as http:
@@ -201,7 +202,7 @@ async def test_a_client_that_disconnects_mid_range_does_not_fail_its_slot(
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
-        await until(lambda: _true(server.started))
+        await wait_until(lambda: server.started, what="uvicorn to start")
         async with (
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
             http.stream(
@@ -216,16 +217,22 @@ async def test_a_client_that_disconnects_mid_range_does_not_fail_its_slot(
             assert first["event"] == "progress" and first["fired"] == 1
             with anyio.fail_after(HANG):
                 await inside.wait()
-        # the client is gone; slot 2 still runs
-        await anyio.sleep(0.3)
+        # The client is gone; slot 2 still runs. Its request ends once the server saw it go
+        # (the range's stop is set then): only now may slot 2 end.
+        await wait_until(lambda: not server.server_state.tasks, what="the request to end")
         release.set()
+
+        def stopped() -> bool:
+            return any("went away" in r.getMessage() for r in caplog.records)
+
+        # The range said it stopped: it fires nothing more, and slot 2's outcome is written.
+        await wait_until(stopped, what="the range to stop")
 
         async def settled() -> bool:
             rows = await rows_of(s, "job")
             return len(rows) == 2 and all(r.status.terminal for r in rows)
 
-        await until(settled)
-        await anyio.sleep(0.3)  # slot 3 would have fired by now
+        await wait_until(settled, what="slot 2's outcome")
         rows = await rows_of(s, "job")
         server.should_exit = True
     assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [

@@ -5,7 +5,13 @@ beats and cuts one's database link — then the ledger and the handlers' side ef
 * no slot ran twice (handler markers, and ledger rows per slot);
 * every slot in the window ran or is recorded with a reason (``skipped``, ``missed``, or
   ``failed`` with an ``error_tag``);
-* nothing is left ``running`` or ``queued`` after a settle period.
+* nothing is left ``running`` or ``queued`` once things settle.
+
+The chaos lasts ``VOLTRO_CHAOS_SECONDS`` and at least :data:`MIN_FAULTS` faults, however slowly
+a busy machine restarts replicas; a kill never lands between a replica's winning a claim and
+recording its run (a documented loss, whose window widens on a slow machine); the settling is
+waited on (every slot accounted for, nothing ``running`` or ``queued``), not given a fixed
+time.
 
 The checks are written here (``voltro schedule audit`` lives on another branch, cut from
 before the engine split; see the report of this change). ``VOLTRO_CHAOS_SECONDS`` (default 60)
@@ -24,10 +30,12 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from support.cluster import (
     Replica,
@@ -40,15 +48,21 @@ from support.cluster import (
 )
 from support.servers import REPO
 from support.tcp_proxy import TcpProxy
+from support.waiting import wait_for
 
 from fastapi_voltro_schedules import RunStatus, Trigger
 from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.models import claim_key, claims_table
+from fastapi_voltro_schedules.store import RunRecord, create_store
+from fastapi_voltro_schedules.store.statements.claims import LINE_SUFFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 CHAOS_SECONDS = float(os.environ.get("VOLTRO_CHAOS_SECONDS", "60"))
-SETTLE_SECONDS = 12.0
+MIN_FAULTS = max(3, int(CHAOS_SECONDS / 6))
+"""The chaos goes on past its seconds until this many faults were injected: a slow restart
+must not make a run with fewer of them pass."""
 HEARTBEAT_MS = 1000
 TOKEN = "trigger-chaos-1a2b3c4d-not-a-real-secret"
 CRONS = {"tick": "* * * * * *", "slow": "*/2 * * * * *", "line": "*/2 * * * * *"}
@@ -60,7 +74,7 @@ class Cluster:
     process under the same id (a pod restart)."""
 
     def __init__(self, tmp: Path, url: str, stack: ExitStack) -> None:
-        self.tmp, self.stack = tmp, stack
+        self.tmp, self.stack, self.url = tmp, stack, url
         db = make_url(url)
         self.proxies = [
             stack.enter_context(TcpProxy(db.host or "127.0.0.1", db.port or 5432))
@@ -107,6 +121,40 @@ class Cluster:
     def live(self) -> list[Replica]:
         return [r for r in self.replicas if r.process.poll() is None]
 
+    def stopped_outside_a_firing(self, i: int) -> bool:
+        """SIGSTOP replica ``i`` if it holds no claim of a self slot it has not recorded yet;
+        else let it go on (False). Killed between winning a claim and recording its run, a
+        replica loses that slot for good — documented (docs/coordination.md, "The slot being
+        claimed at the instant of a crash may be lost") and not this test's subject; and how
+        often a random kill lands there grows with how slow the machine is. Interim: once a
+        claim and its row commit in one transaction (the life-cycle issue's item 9), this
+        guard goes and kills land anywhere again."""
+        replica = self.replicas[i]
+        replica.process.send_signal(signal.SIGSTOP)
+        if not _unrecorded_claims(self.url, replica.replica_id):
+            return True
+        replica.process.send_signal(signal.SIGCONT)
+        return False
+
+
+def _unrecorded_claims(url: str, replica_id: str) -> list[str]:
+    """The claims of ``replica_id`` for slots of the self schedules with no row."""
+
+    async def read() -> list[str]:
+        store = create_store(url)
+        try:
+            async with store.engine.connect() as conn:  # type: ignore[attr-defined]
+                c = claims_table.c
+                result = await conn.execute(select(c.key).where(c.replica_id == replica_id))
+                return [str(key) for (key,) in result]
+        finally:
+            await store.dispose()
+
+    keys = [k for k in run_async(read()) if k.partition("@")[0] in CRONS]
+    keys = [k for k in keys if not k.endswith(LINE_SUFFIX)]  # the line's lock, not a slot
+    recorded = {claim_key(r.name, r.scheduled_at) for r in fetch_runs(url)}
+    return [k for k in keys if k not in recorded]
+
 
 def drive_external(cluster: Cluster, stop: threading.Event, answers: Counter[str]) -> None:
     """A platform scheduler: POST the trigger route every second to a random replica, as
@@ -128,7 +176,7 @@ def drive_external(cluster: Cluster, stop: threading.Event, answers: Counter[str
 
 
 def chaos(cluster: Cluster, until: float, faults: Counter[str], rng: random.Random) -> None:
-    while time.monotonic() < until:
+    while time.monotonic() < until or sum(faults.values()) < MIN_FAULTS:
         time.sleep(rng.uniform(2.5, 4.0))
         action = rng.choice(["kill", "kill", "stop", "cut"])
         i = rng.randrange(3)
@@ -137,6 +185,11 @@ def chaos(cluster: Cluster, until: float, faults: Counter[str], rng: random.Rand
             cluster.restart(i)
             continue
         if action == "kill":
+            wait_for(
+                partial(cluster.stopped_outside_a_firing, i),
+                interval=0.05,
+                what=f"r{i} stopped outside a firing",
+            )
             replica.signal(signal.SIGKILL)
             cluster.restart(i)
         elif action == "stop":
@@ -149,6 +202,25 @@ def chaos(cluster: Cluster, until: float, faults: Counter[str], rng: random.Rand
             time.sleep(rng.uniform(2.0, 5.0))
             cluster.proxies[i].restore()
         faults[action] += 1
+
+
+def _unexplained(rows: list[RunRecord], window: list[datetime]) -> list[tuple[str, datetime]]:
+    """The self schedules' slots in ``window`` with no row at all."""
+    recorded = {(r.name, r.scheduled_at) for r in rows}
+    out: list[tuple[str, datetime]] = []
+    for name, cron in CRONS.items():
+        every = 2 if cron.startswith("*/2") else 1
+        out += [(name, s) for s in window if not s.second % every and (name, s) not in recorded]
+    return out
+
+
+def _stuck(rows: list[RunRecord], end: datetime) -> list[RunRecord]:
+    return [
+        r
+        for r in rows
+        if r.status in (RunStatus.RUNNING, RunStatus.QUEUED)
+        and r.scheduled_at < end + timedelta(seconds=1)
+    ]
 
 
 def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
@@ -173,12 +245,22 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
         for i, replica in enumerate(cluster.replicas):
             if replica.process.poll() is not None:
                 cluster.restart(i)
-        time.sleep(SETTLE_SECONDS)
+        window = [s for s in seconds_between(start, end) if s < end - timedelta(seconds=1)]
+
+        def settled() -> list[RunRecord] | None:
+            rows = fetch_runs(postgres_url)
+            return rows if not _unexplained(rows, window) and not _stuck(rows, end) else None
+
+        try:
+            # Corpses are marked, waiters adopted or written off, holes repaired — by the
+            # replicas, in their own time.
+            wait_for(settled, interval=1.0, what="every slot accounted for, nothing stuck")
+        except AssertionError as exc:
+            print(f"\nnot settled: {exc}")  # the checks below say what is left
         rows = fetch_runs(postgres_url)
         markers = read_markers(cluster.markers)
         app_env = cluster.env(0)
         logs = "\n".join(p.read_text() for p in tmp_path.glob("gen*/r*.log"))
-    window = [s for s in seconds_between(start, end) if s < end - timedelta(seconds=1)]
 
     # -- no slot ran twice --------------------------------------------------------------
     executions = Counter((m.name, m.slot) for m in markers)
@@ -191,26 +273,11 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
     twice_in_ledger = {k: n for k, n in fired.items() if n > 1}
 
     # -- every slot ran or says why ------------------------------------------------------
-    by_slot: dict[tuple[str, datetime], list[RunStatus]] = {}
-    for r in rows:
-        by_slot.setdefault((r.name, r.scheduled_at), []).append(r.status)
-    unexplained: list[tuple[str, datetime]] = []
-    for name, cron in CRONS.items():
-        every = 2 if cron.startswith("*/2") else 1
-        for slot in window:
-            if slot.second % every:
-                continue
-            if (name, slot) not in by_slot:
-                unexplained.append((name, slot))
+    unexplained = _unexplained(rows, window)
     failed_untagged = [r for r in rows if r.status is RunStatus.FAILED and not r.error_tag]
 
     # -- nothing stuck --------------------------------------------------------------------
-    stuck = [
-        r
-        for r in rows
-        if r.status in (RunStatus.RUNNING, RunStatus.QUEUED)
-        and r.scheduled_at < end + timedelta(seconds=1)
-    ]
+    stuck = _stuck(rows, end)
     ext_rows = [r for r in rows if r.name == "ext" and r.trigger is Trigger.EXTERNAL]
     statuses = Counter(
         (r.name, r.status.value + (f"/{r.error_tag}" if r.error_tag else "")) for r in rows
@@ -240,7 +307,7 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
     )  # fmt: skip
     print(f"  voltro schedule audit: exit {audited.returncode}: {audited.stdout.strip()[:300]}")
     assert audited.returncode == 0, audited.stdout + audited.stderr
-    assert sum(faults.values()) >= max(3, int(CHAOS_SECONDS / 6)), faults
+    assert sum(faults.values()) >= MIN_FAULTS, faults
     assert not ran_twice, ran_twice
     assert not twice_in_ledger, twice_in_ledger
     assert not unexplained, unexplained[:20]

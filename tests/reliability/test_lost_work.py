@@ -9,8 +9,6 @@ the statement then really fails in the real driver, as it would on a real partit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +16,9 @@ import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy.engine import make_url
-from support.tcp_proxy import CUT_LINK_WARNINGS, TcpProxy
-from support.waiting import HANG
+from support.cuts import client, count_calls, cut_before, inner_store, proxied, rows_of
+from support.tcp_proxy import CUT_LINK_WARNINGS
+from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
@@ -31,8 +29,8 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
-from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.store import RunRecord, SQLStore
+from fastapi_voltro_schedules.api import trigger as trigger_route
+from fastapi_voltro_schedules.models import claim_key
 from fastapi_voltro_schedules.testing import ManualClock
 
 TOKEN = "trigger-0c1d2e3f-not-a-real-secret"
@@ -43,55 +41,6 @@ SERVERS = [
 ]
 
 pytestmark = CUT_LINK_WARNINGS
-
-
-def inner_store(s: Scheduling) -> SQLStore:
-    store: Any = s.store
-    while not isinstance(store, SQLStore):
-        store = store.inner
-    return store
-
-
-def cut_before(
-    store: SQLStore, method: str, proxy: TcpProxy, when: Callable[..., bool], times: int = 1
-) -> list[int]:
-    """Cut ``proxy`` right before the real ``store.method`` runs, for the first ``times`` calls
-    ``when(*args)`` accepts. Returns a one-item counter of the cuts made."""
-    real: Callable[..., Awaitable[Any]] = getattr(store, method)
-    cuts = [0]
-
-    async def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if cuts[0] < times and when(*args):
-            cuts[0] += 1
-            proxy.cut()
-        return await real(*args, **kwargs)
-
-    setattr(store, method, wrapped)
-    return cuts
-
-
-@asynccontextmanager
-async def proxied(url: str) -> AsyncIterator[tuple[TcpProxy, str]]:
-    await upgrade_to_head(url)
-    db = make_url(url)
-    default_port = 5432 if db.get_backend_name() == "postgresql" else 3306
-    with TcpProxy(db.host or "127.0.0.1", db.port or default_port) as proxy:
-        yield proxy, db.set(port=proxy.port).render_as_string(hide_password=False)
-
-
-def client(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
-
-
-async def rows_of(s: Scheduling, name: str) -> list[RunRecord]:
-    assert s.store is not None
-    return sorted(await s.store.list_runs(name, limit=1000), key=lambda r: (r.scheduled_at, r.id))
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 15) -> None:
-    with anyio.fail_after(timeout):
-        while not await check():
-            await anyio.sleep(0.02)
 
 
 # -- 1. a 503 "retry" must not lose the slot -------------------------------------------------
@@ -147,7 +96,7 @@ async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
             async def done() -> bool:
                 return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(s, "ext"))
 
-            await until(done)
+            await wait_until(done, what="the retried slot's run")
             rows = await rows_of(s, "ext")
     assert ran == [datetime(2031, 3, 1, 12, 0, tzinfo=UTC)]
     assert [(r.status, r.trigger) for r in rows] == [(RunStatus.SUCCEEDED, Trigger.EXTERNAL)]
@@ -175,36 +124,34 @@ async def test_slots_that_fired_nothing_in_an_outage_are_recorded_missed_once_ba
         config = SchedulingConfig(database_url=through, replica_id="r1", shutdown_grace_ms=0)
         s = Scheduling([tick], config=config, clock=clock)
         async with s.run():
-            store = inner_store(s)
+            assert s.engine is not None
+            store, holes = inner_store(s), s.engine.runner.ledger.holes
             inserts = cut_before(store, "insert_runs", proxy, lambda runs: runs[0].name == "tick")
             await clock.advance(30)  # 12:00: claimed, the insert fails
-            await until(lambda: _true(inserts[0] == 1))
+            # The link comes back once the slot is a hole: the insert really failed (restored
+            # any sooner, the driver's reconnect could still carry it through).
+            await wait_until(lambda: holes.pending(claim_key("tick", noon)), what="12:00's hole")
+            assert inserts[0] == 1
             proxy.restore()
             claims = cut_before(
                 store, "claim_many", proxy, lambda keys, *_: keys[0].startswith("tick@")
             )
             await clock.advance(60)  # 12:01: the claim fails
-            await until(lambda: _true(claims[0] == 1))
-            await anyio.sleep(0.3)
+            await wait_until(lambda: holes.pending(claim_key("tick", one)), what="12:01's hole")
+            assert claims[0] == 1
             proxy.restore()
-
-            async def recorded() -> bool:
-                return len(await rows_of(s, "tick")) >= 2
-
-            await until(recorded)
-            await anyio.sleep(0.5)  # a second repair would show up as a third row
+            # Every hole repaired: nothing is left pending that could write a third row.
+            await wait_until(
+                lambda: not len(holes) and holes.recorded >= 2, what="both holes repaired"
+            )
             rows = await rows_of(s, "tick")
-            holders = [await store.claim_holder(f"tick@{t:%Y-%m-%dT%H:%M:%S}") for t in (noon, one)]
+            holders = [await store.claim_holder(claim_key("tick", t)) for t in (noon, one)]
     assert ran == []
     assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
         (noon, RunStatus.MISSED, "store-unavailable"),
         (one, RunStatus.MISSED, "store-unavailable"),
     ]
     assert [h and h[0] for h in holders] == ["r1", "r1"]
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 @pytest.mark.postgres
@@ -231,10 +178,14 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
         async with s.run():
             assert s.engine is not None
             cuts = cut_before(inner_store(s), "finish_runs", proxy, lambda outcomes, *_: True)
+            finish = count_calls(inner_store(s), "finish_runs")
             await clock.advance(30)  # 12:00 fires; its terminal write meets the cut
             with anyio.fail_after(HANG):
                 await done.wait()
-            await until(lambda: _true(cuts[0] == 1))
+            await wait_until(lambda: finish.failed >= 1, what="the terminal write to fail")
+            assert cuts[0] == 1
+            # why this sleep is safe: it only makes the outage last (the write is retried
+            # meanwhile); the write is retried for 120 s, so a longer sleep changes nothing
             await anyio.sleep(3)
             proxy.restore()
             await clock.advance(10)  # ten beats later by the scheduler's clock: reads dead
@@ -243,7 +194,7 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
             async def terminal() -> bool:
                 return all(r.status.terminal for r in await rows_of(s, "job"))
 
-            await until(terminal)
+            await wait_until(terminal, what="the retried terminal write")
             rows = await rows_of(s, "job")
     assert reaped == 0
     assert [(r.status, r.error_tag) for r in rows] == [(RunStatus.SUCCEEDED, None)]
@@ -313,10 +264,12 @@ async def test_nothing_is_admitted_once_shutdown_began(sqlite_url: str) -> None:
             await booted.wait()
         first = await http.post("/_voltro/inspect/schedules/held/fire", headers=INSPECT_AUTH)
         assert first.status_code == 202, first.text
-        await until(lambda: _true(gate.inside == 1))
+        await wait_until(lambda: gate.inside == 1, what="the held run's handler")
         stop.set()  # shutdown begins; the held run keeps it draining
         assert s.engine is not None
-        await until(lambda: _true(s.engine is not None and s.engine.dispatcher.closing))
+        await wait_until(
+            lambda: s.engine is not None and s.engine.dispatcher.closing, what="the drain"
+        )
         answers["fire"] = await http.post(
             "/_voltro/inspect/schedules/other/fire", headers=INSPECT_AUTH
         )
@@ -359,7 +312,7 @@ async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url:
         assert {r.json()["code"] for r in burst[1:]} == {"busy"}
         assert {r.json()["runId"] for r in burst[1:]} == {first_id}
         assert (await http.post(fire.format("side"), headers=INSPECT_AUTH)).status_code == 202
-        await until(lambda: _true(gate.inside == 2))
+        await wait_until(lambda: gate.inside == 2, what="both handlers")
         gate.release.set()
 
         async def finished() -> bool:
@@ -367,8 +320,12 @@ async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url:
             run = await s.store.get_run(first_id)
             return run is not None and run.terminal
 
-        await until(finished)
-        await anyio.sleep(0.05)
+        await wait_until(finished, what="the first Run now to end")
+        # The process lets go of its Run now once the run's outcome is written (its firing
+        # reported finished): until then a second one is still "busy".
+        engine = s.engine
+        assert engine is not None
+        await wait_until(lambda: "job" not in engine.dispatcher._manual, what="Run now let go")
         again = await http.post(fire.format("job"), headers=INSPECT_AUTH)
         assert again.status_code == 202, again.text
         assert gate.most == 2
@@ -376,12 +333,16 @@ async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url:
 
 @pytest.mark.postgres
 async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_record(
-    postgres_url: str,
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Replica A claims an external slot and cannot record its run (its link is cut between
     the two): 503. The platform's retry lands on replica B while A still holds the claim.
     Before the fix B answered ``200 duplicate, runId: null`` and the slot never ran; now A
-    releases the claim once its link is back and B, still answering the retry, runs it."""
+    releases the claim once its link is back and B, still answering the retry, runs it.
+
+    A's link comes back once B's retry lost the claim (so B really waits on A), and B waits
+    for A's row or release up to HANG instead of the route's 5 s: on a busy machine A's
+    repair (its 0.5 s retry, then a few statements) must not race that bound."""
     ran: list[str] = []
 
     async def handler(ctx: ScheduleContext) -> None:
@@ -413,13 +374,25 @@ async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_reco
             cut_before(inner_store(a), "insert_runs", proxy, lambda runs: runs[0].name == "ext")
             first = await ha.post("/_voltro/schedules/ext/trigger", headers=AUTH)
             assert first.status_code == 503, first.text
+            monkeypatch.setattr(trigger_route, "DUPLICATE_WAIT_SECONDS", HANG)
+            lost = anyio.Event()
+            b_store = inner_store(b)
+            b_claim_many = b_store.claim_many
 
-            async def restore_soon() -> None:
-                await anyio.sleep(1.0)
+            async def claim_many(keys: list[str], *args: Any) -> set[str]:
+                won = await b_claim_many(keys, *args)
+                if not won:
+                    lost.set()
+                return won
+
+            monkeypatch.setattr(b_store, "claim_many", claim_many)
+
+            async def restore_once_b_waits() -> None:
+                await lost.wait()  # B's retry lost the claim A still holds: it waits on A
                 proxy.restore()
 
             async with anyio.create_task_group() as tg:
-                tg.start_soon(restore_soon)
+                tg.start_soon(restore_once_b_waits)
                 retry = await hb.post("/_voltro/schedules/ext/trigger", headers=AUTH)
             assert retry.status_code == 202, retry.text
             run_id = retry.json()["runId"]
@@ -427,7 +400,7 @@ async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_reco
             async def done() -> bool:
                 return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(b, "ext"))
 
-            await until(done)
+            await wait_until(done, what="B's run of the slot")
             rows = await rows_of(b, "ext")
     assert ran == [run_id]
     assert [(r.status, r.replica_id) for r in rows] == [(RunStatus.SUCCEEDED, "b")]
