@@ -324,16 +324,16 @@ def test_a_replica_halted_inside_its_beat_holds_no_other_replica_back(
 
 
 @pytest.mark.postgres
-def test_a_joining_replica_fires_its_share_within_two_beats_and_a_period(
+def test_a_joining_replica_fires_its_share_after_the_owners_release_it(
     postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The warm-up: a replica joining a running cluster fires nothing until the owners saw it
     (their next beat) and it took the released leases (its next beat) — then it fires exactly
     its rendezvous share, and the handover loses and doubles no slot (backfill="all").
 
-    The name's bound (two beats and a period, docs/coordination.md) holds while every replica
-    beats on time: it is measured and printed here, not asserted — a busy machine stretches
-    beats, and the protocol guarantees the order of those steps, not their speed."""
+    The bound docs/coordination.md gives (two beats) holds while every replica beats on time:
+    it is measured and printed here, not asserted — a busy machine stretches beats, and the
+    protocol guarantees the order of those steps, not their speed."""
     url = postgres_url
     _markers, envs = _start(url, tmp_path, "join")
     ids = sorted(env["VOLTRO_REPLICA_ID"] for env in envs)
