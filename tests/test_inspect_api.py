@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
+from support.running import served as running_served
 from support.waiting import HANG
 
 from fastapi_voltro_schedules import (
@@ -17,7 +17,6 @@ from fastapi_voltro_schedules import (
     Scheduling,
     SchedulingConfig,
     define_schedule,
-    schedules_router,
 )
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -31,8 +30,6 @@ async def noop(ctx: ScheduleContext) -> None:
 
 @asynccontextmanager
 async def served(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    # A context manager, not a fixture: the scheduler's task group must be entered and left in
-    # the same task, and pytest-asyncio tears fixtures down in another.
     schedules = [
         define_schedule(name="digest", cron="0 9 * * *", timezone="Europe/Berlin", handler=noop),
         define_schedule(
@@ -45,13 +42,8 @@ async def served(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
         inspect_token="inspect-secret-for-tests",
         schedule_trigger_token="trigger-secret-for-tests",
     )
-    scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW))
-    app = FastAPI()
-    app.include_router(schedules_router)
-    async with scheduling.run(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            yield c
+    async with running_served(Scheduling(schedules, config=config, clock=ManualClock(NOW))) as c:
+        yield c
 
 
 async def test_schedules_list_coordination_and_next_firing(sqlite_url: str) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fastapi import FastAPI
-from support.pausing import AUTH, BASE, at, pause_scheduling, served
+from support.pausing import AUTH, BASE, at, pause_scheduling
+from support.running import served
 
 from fastapi_voltro_schedules import schedules_router
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger

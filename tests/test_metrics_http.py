@@ -15,6 +15,7 @@ import pytest
 from conftest import run_async
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from support.cluster import fetch_runs
 from support.servers import uvicorn_server
 from support.waiting import wait_for
 
@@ -27,14 +28,7 @@ INSPECT_TOKEN = "inspect-token-for-metrics-test"
 
 
 def ledger(url: str) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        store = create_store(url)
-        try:
-            return await store.list_runs(None, limit=1000)
-        finally:
-            await store.dispose()
-
-    return [r for r in run_async(read()) if r.replica_id != "old"]
+    return [r for r in fetch_runs(url) if r.replica_id != "old"]
 
 
 def seed_late(url: str) -> None:

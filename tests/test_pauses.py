@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from support.pausing import AUTH, BASE, READ, TRIGGER_AUTH, at, pause_scheduling, served
+from support.pausing import AUTH, BASE, READ, TRIGGER_AUTH, at, pause_scheduling
+from support.running import served
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import Scheduling

@@ -9,8 +9,7 @@ rotation window — so both must open exactly what their role opens. Checked in-
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from support.running import served
 from support.servers import Server, uvicorn_server
 
 from fastapi_voltro_schedules import (
@@ -174,15 +174,6 @@ def _scheduling(sqlite_url: str) -> Scheduling:
     clock = ManualClock(datetime.fromisoformat(CLOCK_START))
     return Scheduling(schedules, config=config, clock=clock)
 
-
-@asynccontextmanager
-async def served(scheduling: Scheduling) -> AsyncIterator[httpx.AsyncClient]:
-    app = FastAPI()
-    app.include_router(schedules_router)
-    async with scheduling.run(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            yield c
 
 
 async def test_role_matrix_in_process(sqlite_url: str) -> None:

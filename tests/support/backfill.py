@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from conftest import run_async
 
-from fastapi_voltro_schedules.store import RunRecord, create_store
+from fastapi_voltro_schedules.store import RunRecord
+from support.cluster import fetch_runs
 from support.servers import Server, uvicorn_server
 from support.waiting import HANG
 
@@ -35,14 +35,8 @@ def hours(n: int) -> str:
 
 
 def ledger(url: str) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        store = create_store(url)
-        try:
-            return await store.list_runs(NAME, limit=20_000)
-        finally:
-            await store.dispose()
-
-    return sorted(run_async(read()), key=lambda r: (r.fired_at or BASE, r.scheduled_at))
+    """The rows of ``NAME`` in the order they were fired."""
+    return sorted(fetch_runs(url, NAME), key=lambda r: (r.fired_at or BASE, r.scheduled_at))
 
 
 def handler_log(path: Path) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from conftest import run_async
 
-from fastapi_voltro_schedules.store import RunRecord, create_store
+from fastapi_voltro_schedules.store import RunRecord
+from support.cluster import fetch_runs
 from support.servers import Server
 from support.waiting import HANG, wait_for
 
@@ -105,14 +105,8 @@ def accounted(server: Server, name: str, slot: datetime) -> bool:
 
 
 def runs_of(url: str, name: str) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        store = create_store(url)
-        try:
-            return await store.list_runs(name, limit=10_000)
-        finally:
-            await store.dispose()
-
-    return run_async(read())
+    """The rows of ``name``, oldest slot first."""
+    return fetch_runs(url, name)
 
 
 def markers(directory: Path, name: str, slot: str) -> list[Path]:

@@ -3,19 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-
-import httpx
-from fastapi import FastAPI
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
     define_schedule,
-    schedules_router,
 )
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -58,14 +52,3 @@ def pause_scheduling(sqlite_url: str, clock: ManualClock) -> Scheduling:
         external_missed_policy="record",
     )
     return Scheduling(schedules, config=config, clock=clock)
-
-
-@asynccontextmanager
-async def served(scheduling: Scheduling) -> AsyncIterator[httpx.AsyncClient]:
-    """The scheduling booted with the package's routes, and a client on them."""
-    app = FastAPI()
-    app.include_router(schedules_router)
-    async with scheduling.run(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            yield c

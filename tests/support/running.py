@@ -1,4 +1,5 @@
-"""A scheduler on an injected clock and a SQLite ledger, and the rows it wrote."""
+"""A scheduler on an injected clock and a SQLite ledger, the rows it wrote, and its routes
+served in-process."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi_voltro_schedules import Schedule, Scheduling, SchedulingConfig
+import httpx
+from fastapi import FastAPI
+
+from fastapi_voltro_schedules import Schedule, Scheduling, SchedulingConfig, schedules_router
 from fastapi_voltro_schedules.store import RunRecord
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -27,3 +31,16 @@ async def runs_of(scheduling: Scheduling, name: str) -> list[RunRecord]:
     """Every row of ``name``, oldest slot first."""
     assert scheduling.store is not None
     return sorted(await scheduling.store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
+
+
+@asynccontextmanager
+async def served(scheduling: Scheduling) -> AsyncIterator[httpx.AsyncClient]:
+    """``scheduling`` booted with the package's routes, and a client on them (in-process, over
+    ASGI). A context manager, not a fixture: the scheduler's task group must be entered and
+    left in the same task, and pytest-asyncio tears fixtures down in another."""
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with scheduling.run(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield client
