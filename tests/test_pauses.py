@@ -160,18 +160,19 @@ async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_pa
 async def test_external_arrivals_while_paused_and_for_the_paused_span(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The missed watcher's passes, by the clock each began at: one that began at 12:04:10 or
-    # later has looked at every occurrence closed by then.
-    checked: list[datetime] = []
-    check = ExternalMissedWatcher.check
+    # The missed watcher going back to sleep, by the clock it read after its pass: once it
+    # parks at 12:04:10 or later it has recorded all it will for the occurrences closed by
+    # then. (A pass's start is no signal: one begun before the clock moved can read the new
+    # time, cover the span, and leave no pass to begin after.)
+    parked: list[tuple[datetime, float]] = []
+    seconds_to_next = ExternalMissedWatcher._seconds_to_next_check
 
-    async def counted(watcher: ExternalMissedWatcher) -> bool:
-        began = watcher.clock.now()
-        healthy = await check(watcher)
-        checked.append(began)
-        return healthy
+    def counted(watcher: ExternalMissedWatcher, now: datetime) -> float:
+        wait = seconds_to_next(watcher, now)
+        parked.append((now, wait))
+        return wait
 
-    monkeypatch.setattr(ExternalMissedWatcher, "check", counted)
+    monkeypatch.setattr(ExternalMissedWatcher, "_seconds_to_next_check", counted)
     clock = ManualClock(at(0, 10))
     s = pause_scheduling(sqlite_url, clock)
     async with served(s) as client:
@@ -183,7 +184,8 @@ async def test_external_arrivals_while_paused_and_for_the_paused_span(
                             "scheduledAt": "2026-06-01T12:02:00.000Z"}  # fmt: skip
         await move(clock, at(4, 10))  # the missed watcher passes 12:01..12:03: paused, silent
         await wait_until(
-            lambda: any(began >= at(4, 10) for began in checked), what="the watcher's pass"
+            lambda: any(now >= at(4, 10) and wait > 0 for now, wait in parked),
+            what="the watcher parked after its pass over 12:01..12:03",
         )
         assert await rows(s, "ext") == []
 
