@@ -8,23 +8,16 @@ from datetime import datetime
 
 import pytest
 from support.pausing import AUTH, BASE, READ, TRIGGER_AUTH, at, pause_scheduling
-from support.running import served
+from support.running import runs_of, served
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import Scheduling
 from fastapi_voltro_schedules.external_missed import ExternalMissedWatcher
-from fastapi_voltro_schedules.store import RunRecord
 from fastapi_voltro_schedules.testing import ManualClock
 
 
-async def rows(scheduling: Scheduling, name: str) -> list[RunRecord]:
-    assert scheduling.store is not None
-    found = await scheduling.store.list_runs(name, limit=1000)
-    return sorted(found, key=lambda r: r.scheduled_at)
-
-
 async def slots_of(scheduling: Scheduling, name: str) -> list[datetime]:
-    return [r.scheduled_at for r in await rows(scheduling, name)]
+    return [r.scheduled_at for r in await runs_of(scheduling, name)]
 
 
 async def move(clock: ManualClock, to: datetime) -> None:
@@ -153,7 +146,7 @@ async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_pa
     async with served(third):
         await wait_slots(third, "minutely", [at(1), at(12), at(13), at(14)])
         await wait_slots(third, "latest", [at(1), at(12), at(13), at(14)])
-        by_slot = {r.scheduled_at: r.status.value for r in await rows(third, "latest")}
+        by_slot = {r.scheduled_at: r.status.value for r in await runs_of(third, "latest")}
         assert [by_slot[at(m)] for m in (12, 13)] == ["missed", "missed"]
 
 
@@ -187,7 +180,7 @@ async def test_external_arrivals_while_paused_and_for_the_paused_span(
             lambda: any(now >= at(4, 10) and wait > 0 for now, wait in parked),
             what="the watcher parked after its pass over 12:01..12:03",
         )
-        assert await rows(s, "ext") == []
+        assert await runs_of(s, "ext") == []
 
         await move(clock, at(4, 20))
         assert (await client.post(f"{BASE}/ext/resume", headers=AUTH)).status_code == 200

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
+from support.running import runs_of
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
@@ -74,11 +75,6 @@ def no_errors(caplog: pytest.LogCaptureFixture) -> None:
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not bad, [r.getMessage() for r in bad]
     assert "Traceback" not in caplog.text
-
-
-async def rows_of(s: Scheduling, name: str) -> list[RunRecord]:
-    assert s.store is not None
-    return sorted(await s.store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
 
 
 def ticker() -> tuple[list[datetime], object]:
@@ -148,11 +144,11 @@ async def test_external_arrivals_on_a_queue_schedule_answer_at_once_and_run_in_l
             line.release(minute(n))
 
         async def all_done() -> bool:
-            rows = await rows_of(s, "batch")
+            rows = await runs_of(s, "batch")
             return len(rows) == 3 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(all_done)
-        rows = await rows_of(s, "batch")
+        rows = await runs_of(s, "batch")
         # The run ids answered are the ids the runs carry.
         assert [r.id for r in rows] == [a[1]["runId"] for a in answers]
     line.assert_serial_in_order()
@@ -210,7 +206,7 @@ async def test_boot_catch_up_of_a_queue_schedule_runs_in_line(
     async with s.run():
 
         async def caught_up() -> bool:
-            rows = await rows_of(s, "batch")
+            rows = await runs_of(s, "batch")
             return len(rows) == 5 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(caught_up)
@@ -218,11 +214,11 @@ async def test_boot_catch_up_of_a_queue_schedule_runs_in_line(
         await wait_until(lambda: _true(len(fired) >= 1))
 
         async def live_done() -> bool:
-            rows = await rows_of(s, "batch")
+            rows = await runs_of(s, "batch")
             return len(rows) == 6 and all(r.status.terminal for r in rows)
 
         await wait_until(live_done)
-        latest_rows = await rows_of(s, "latestBatch")
+        latest_rows = await runs_of(s, "latestBatch")
     # batch ran 12:01 … 12:04 then 12:05, latestBatch ran 12:04 (its catch-up) and 12:05.
     assert sorted(slot for slot, _, _ in line.spans).count(minute(4)) == 2
     assert len(line.spans) == 7
@@ -279,11 +275,11 @@ async def test_run_now_on_a_queue_schedule_runs_and_the_line_goes_on(
             line.release(slot)
 
         async def done() -> bool:
-            rows = await rows_of(s, "batch")
+            rows = await runs_of(s, "batch")
             return len(rows) == 3 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(done)
-        rows = await rows_of(s, "batch")
+        rows = await runs_of(s, "batch")
     assert {r.id for r in rows} >= {manual.id, second.id}
     assert line.spans[1][0] == minute(1)  # the queued firing ran after the Run now ahead
     no_errors(caplog)
@@ -317,7 +313,7 @@ async def test_record_and_run_on_a_queue_schedule_runs_the_missed_in_line(
         await clock.advance(4 * 60)  # 12:01 … 12:04 close without an arrival
 
         async def ran() -> bool:
-            rows = [r for r in await rows_of(s, "batch") if r.status is not RunStatus.MISSED]
+            rows = [r for r in await runs_of(s, "batch") if r.status is not RunStatus.MISSED]
             return len(rows) >= 3 and all(r.status is RunStatus.SUCCEEDED for r in rows)
 
         await wait_until(ran)

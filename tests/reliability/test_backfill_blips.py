@@ -14,7 +14,8 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from support.cuts import client, count_calls, cut_before, inner_store, proxied, rows_of
+from support.cuts import client, count_calls, cut_before, inner_store, proxied
+from support.running import runs_of
 from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
@@ -106,7 +107,7 @@ async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(restore_after_insert_cut)
                 summary = await s.backfill("job", hour(0).isoformat(), hour(3).isoformat())
-            rows = await rows_of(s, "job")
+            rows = await runs_of(s, "job")
     assert (summary.fired, summary.succeeded, summary.failed) == (3, 3, 0)
     assert steps.ran == [hour(1), hour(2), hour(3)]
     assert [(r.scheduled_at, r.status, r.trigger) for r in rows] == [
@@ -149,7 +150,7 @@ async def test_a_lost_range_lock_stops_the_range_after_its_slot_with_an_error_ev
             headers=AUTH,
             json={"from": hour(0).isoformat(), "to": hour(3).isoformat()},
         )
-        rows = await rows_of(s, "job")
+        rows = await runs_of(s, "job")
     events = ndjson(r.text)
     assert [e["event"] for e in events] == ["progress", "error"], events
     assert events[-1]["code"] == "backfill_stopped" and events[-1]["reason"] == "lock-lost"
@@ -170,7 +171,7 @@ async def test_a_range_ending_in_the_future_is_refused(sqlite_url: str) -> None:
             headers=AUTH,
             json={"from": hour(10).isoformat(), "to": hour(14).isoformat()},
         )
-        rows = await rows_of(s, "job")
+        rows = await runs_of(s, "job")
     assert r.status_code == 409, r.text
     assert (r.json()["code"], r.json()["reason"]) == ("backfill_refused", "future")
     assert "2031-04-01T14:00:00.000Z is in the future" in r.json()["detail"]
@@ -229,11 +230,11 @@ async def test_a_client_that_disconnects_mid_range_does_not_fail_its_slot(
         await wait_until(stopped, what="the range to stop")
 
         async def settled() -> bool:
-            rows = await rows_of(s, "job")
+            rows = await runs_of(s, "job")
             return len(rows) == 2 and all(r.status.terminal for r in rows)
 
         await wait_until(settled, what="slot 2's outcome")
-        rows = await rows_of(s, "job")
+        rows = await runs_of(s, "job")
         server.should_exit = True
     assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
         (hour(1), RunStatus.SUCCEEDED, None),

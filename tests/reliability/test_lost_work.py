@@ -16,7 +16,8 @@ import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
-from support.cuts import client, count_calls, cut_before, inner_store, proxied, rows_of
+from support.cuts import client, count_calls, cut_before, inner_store, proxied
+from support.running import runs_of
 from support.tcp_proxy import CUT_LINK_WARNINGS
 from support.waiting import HANG, wait_until
 
@@ -94,10 +95,10 @@ async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
             assert (again.status_code, again.json()["runId"]) == (200, body["runId"])
 
             async def done() -> bool:
-                return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(s, "ext"))
+                return any(r.status is RunStatus.SUCCEEDED for r in await runs_of(s, "ext"))
 
             await wait_until(done, what="the retried slot's run")
-            rows = await rows_of(s, "ext")
+            rows = await runs_of(s, "ext")
     assert ran == [datetime(2031, 3, 1, 12, 0, tzinfo=UTC)]
     assert [(r.status, r.trigger) for r in rows] == [(RunStatus.SUCCEEDED, Trigger.EXTERNAL)]
 
@@ -144,7 +145,7 @@ async def test_slots_that_fired_nothing_in_an_outage_are_recorded_missed_once_ba
             await wait_until(
                 lambda: not len(holes) and holes.recorded >= 2, what="both holes repaired"
             )
-            rows = await rows_of(s, "tick")
+            rows = await runs_of(s, "tick")
             holders = [await store.claim_holder(claim_key("tick", t)) for t in (noon, one)]
     assert ran == []
     assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
@@ -192,10 +193,10 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
             reaped = await s.engine.reap()
 
             async def terminal() -> bool:
-                return all(r.status.terminal for r in await rows_of(s, "job"))
+                return all(r.status.terminal for r in await runs_of(s, "job"))
 
             await wait_until(terminal, what="the retried terminal write")
-            rows = await rows_of(s, "job")
+            rows = await runs_of(s, "job")
     assert reaped == 0
     assert [(r.status, r.error_tag) for r in rows] == [(RunStatus.SUCCEEDED, None)]
 
@@ -398,9 +399,9 @@ async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_reco
             run_id = retry.json()["runId"]
 
             async def done() -> bool:
-                return any(r.status is RunStatus.SUCCEEDED for r in await rows_of(b, "ext"))
+                return any(r.status is RunStatus.SUCCEEDED for r in await runs_of(b, "ext"))
 
             await wait_until(done, what="B's run of the slot")
-            rows = await rows_of(b, "ext")
+            rows = await runs_of(b, "ext")
     assert ran == [run_id]
     assert [(r.status, r.replica_id) for r in rows] == [(RunStatus.SUCCEEDED, "b")]

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from fastapi_voltro_schedules import Scheduling
 from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.store import RunRecord, SQLStore
+from fastapi_voltro_schedules.store import SQLStore
 from support.tcp_proxy import TcpProxy
 
 
@@ -89,7 +89,3 @@ async def proxied(url: str) -> AsyncIterator[tuple[TcpProxy, str]]:
 def client(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
 
-
-async def rows_of(s: Scheduling, name: str) -> list[RunRecord]:
-    assert s.store is not None
-    return sorted(await s.store.list_runs(name, limit=1000), key=lambda r: (r.scheduled_at, r.id))

@@ -28,9 +28,10 @@ async def running(
 
 
 async def runs_of(scheduling: Scheduling, name: str) -> list[RunRecord]:
-    """Every row of ``name``, oldest slot first."""
+    """Every row of ``name``, oldest slot first (rows of one slot in id order)."""
     assert scheduling.store is not None
-    return sorted(await scheduling.store.list_runs(name, limit=1000), key=lambda r: r.scheduled_at)
+    found = await scheduling.store.list_runs(name, limit=1000)
+    return sorted(found, key=lambda r: (r.scheduled_at, r.id))
 
 
 @asynccontextmanager
