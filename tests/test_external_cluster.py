@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import run_async
+from support.cluster import fetch_runs
 from support.external import (
     APP,
     TRIGGER_AUTH,
@@ -24,7 +25,6 @@ from support.external import (
     base_env,
     markers,
     poll_terminal,
-    runs_of,
     set_clock,
     trigger,
     watcher,
@@ -99,7 +99,7 @@ def test_a_duplicate_on_the_other_replica_gets_the_first_run_id(
     # either replica reports the run
     assert poll_terminal(b, first.json()["runId"])[-1]["status"] == "succeeded"
     assert len(markers(marker_dir, "hourly", "20260304T090000")) == 1
-    assert len(runs_of(postgres_url, "hourly")) == 1
+    assert len(fetch_runs(postgres_url, "hourly")) == 1
 
 
 async def test_duplicate_storm_200_posts_over_two_replicas(
@@ -128,7 +128,7 @@ async def test_duplicate_storm_200_posts_over_two_replicas(
     assert (await asyncio.to_thread(poll_terminal, replicas[0], run_id))[-1]["status"] == (
         "succeeded"
     )
-    rows = await asyncio.to_thread(runs_of, postgres_url, "hourly")
+    rows = await asyncio.to_thread(fetch_runs, postgres_url, "hourly")
     assert [(r.id, r.status) for r in rows] == [(run_id, RunStatus.SUCCEEDED)]
     assert len(markers(marker_dir, "hourly", "20260304T100000")) == 1
 
@@ -143,7 +143,7 @@ def missed_total(server: Server, name: str) -> float:
 
 
 def hourly_rows(url: str) -> list[RunRecord]:
-    return sorted(runs_of(url, "hourly"), key=lambda r: (r.scheduled_at, r.id))
+    return fetch_runs(url, "hourly")
 
 
 @pytest.mark.parametrize("policy", ["record", "record-and-run", "off"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.cluster import fetch_runs
 from support.external import (
     APP,
     INSPECT_AUTH,
@@ -25,7 +26,6 @@ from support.external import (
     held,
     markers,
     poll_terminal,
-    runs_of,
     set_clock,
     trigger,
 )
@@ -138,7 +138,7 @@ def test_same_occurrence_again_is_a_duplicate_with_the_first_run_id(
         }
     poll_terminal(server, run_id)
     assert len(markers(marker_dir, "hourly", "20260305T090000")) == 1
-    rows = [r for r in runs_of(db_url, "hourly") if r.scheduled_at.day == 5]
+    rows = [r for r in fetch_runs(db_url, "hourly") if r.scheduled_at.day == 5]
     assert [(r.id, r.trigger, r.coordination_outcome.value) for r in rows] == [
         (run_id, Trigger.EXTERNAL, "external")
     ]
@@ -288,7 +288,7 @@ def test_a_self_schedule_is_not_externally_triggered(server: Server, db_url: str
     assert r.status_code == 409, r.text
     assert r.json()["code"] == "not_external"
     assert "not externally triggered" in r.json()["detail"]
-    assert not [x for x in runs_of(db_url, "selfJob") if x.trigger is Trigger.EXTERNAL]
+    assert not [x for x in fetch_runs(db_url, "selfJob") if x.trigger is Trigger.EXTERNAL]
 
 
 # --------------------------------------------------------------------------- credentials

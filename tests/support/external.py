@@ -13,8 +13,6 @@ from typing import Any
 
 import httpx
 
-from fastapi_voltro_schedules.store import RunRecord
-from support.cluster import fetch_runs
 from support.servers import Server
 from support.waiting import HANG, wait_for
 
@@ -102,11 +100,6 @@ def accounted(server: Server, name: str, slot: datetime) -> bool:
     it could still record for them is left in flight."""
     cursor = watcher(server)["cursors"].get(name)
     return cursor is not None and datetime.fromisoformat(cursor) >= slot
-
-
-def runs_of(url: str, name: str) -> list[RunRecord]:
-    """The rows of ``name``, oldest slot first."""
-    return fetch_runs(url, name)
 
 
 def markers(directory: Path, name: str, slot: str) -> list[Path]:
