@@ -62,7 +62,6 @@ NAMES = [f"tick{i}" for i in range(6)]
 TOOK = re.compile(r"schedule: took ownership  name=(?P<name>\S+) token=(?P<token>\d+)")
 STEADY = timedelta(seconds=15)
 """The steady stretch: fifteen slots of each schedule, however long they take to be recorded."""
-HALTING_APP = "support.halting_app:app"
 
 
 def _env(url: str, replica_id: str, markers: Path) -> dict[str, str]:
@@ -282,7 +281,7 @@ def test_a_replica_halted_inside_its_beat_holds_no_other_replica_back(
     markers, envs = _start(url, tmp_path, f"{store}-halt")
     flags = [tmp_path / f"halt-{i}" for i in range(len(envs))]
     envs = [env | {"CLUSTER_HALT_FLAG": str(flag)} for env, flag in zip(envs, flags, strict=True)]
-    with uvicorn_cluster(tmp_path, envs, app=HALTING_APP) as replicas:
+    with uvicorn_cluster(tmp_path, envs) as replicas:
         booted = max(r.ready_at for r in replicas if r.ready_at is not None)
         wait_for(lambda: _settled(url, booted + 4 * BEAT), what="all six firing")
         leases = fetch_leases(url)

@@ -24,11 +24,12 @@ distinct replicas of one deployment:
   under the database clock's tolerance, a quarter heartbeat, so it is used as it is): it fires
   each slot that late and the other replicas win every claim race — for a test that needs one
   replica, and only that one, to hold the line.
-- ``CLUSTER_FREEZE_FLAG``         when set, a path: once a file appears there, this replica's
-  next lease beat stops *inside its transaction* (after its statements, before the commit) for
-  ``CLUSTER_FREEZE_S`` seconds (default 4) with a blocking sleep — the whole process halts with
-  its lease rows locked, as a SIGSTOP or a VM pause at that moment would leave them. It deletes
-  the flag and writes ``<flag>.frozen`` (the instant, epoch seconds) as it stops.
+- ``CLUSTER_HALT_FLAG``           when set, a path: once a file appears there, this replica's
+  next lease beat stops *inside its transaction* (after its statements, before the commit) with
+  a blocking wait — the whole process halts with its lease rows locked, as a SIGSTOP or a VM
+  pause at that moment would leave them — and writes ``<flag>.frozen`` (the instant, epoch
+  seconds). It stays halted until the test deletes the flag: the halt lasts until the test has
+  seen what the other replicas did meanwhile, not a fixed time a slow machine could outrun.
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
@@ -158,36 +159,29 @@ def _schedules() -> list[Schedule]:
     return out
 
 
-def _halt(flag: Path, seconds: float) -> None:
-    """Stop the whole process (a blocking sleep on the loop's thread), once per flag."""
-    flag.unlink(missing_ok=True)
-    Path(f"{flag}.frozen").write_text(str(time.time()))
-    time.sleep(seconds)
-
-
-def _freeze_inside_beats(flag: Path, seconds: float) -> None:
+def _halt_inside_beats(flag: Path) -> None:
     from fastapi_voltro_schedules.store.sql import SQLStore
 
     attempt = SQLStore._attempt
 
-    async def frozen_once(self: SQLStore, op: str, work: Any, **kw: Any) -> Any:
+    async def halting(self: SQLStore, op: str, work: Any, **kw: Any) -> Any:
         if op != "cluster_leases" or not flag.exists():  # noqa: ASYNC240 - a stat, test-only
             return await attempt(self, op, work, **kw)
 
-        async def then_freeze(conn: Any) -> Any:
-            out = await work(conn)
-            _halt(flag, seconds)  # the transaction stays open: its rows stay locked
+        async def then_halt(conn: Any) -> Any:
+            out = await work(conn)  # the transaction stays open: its rows stay locked
+            Path(f"{flag}.frozen").write_text(str(time.time()))  # noqa: ASYNC240
+            while flag.exists():  # noqa: ASYNC240 - the halt blocks the whole process
+                time.sleep(0.01)  # noqa: ASYNC251
             return out
 
-        return await attempt(self, op, then_freeze, **kw)
+        return await attempt(self, op, then_halt, **kw)
 
-    SQLStore._attempt = frozen_once  # type: ignore[method-assign]
+    SQLStore._attempt = halting  # type: ignore[method-assign]
 
 
-if os.environ.get("CLUSTER_FREEZE_FLAG"):
-    _freeze_inside_beats(
-        Path(os.environ["CLUSTER_FREEZE_FLAG"]), float(os.environ.get("CLUSTER_FREEZE_S", "4"))
-    )
+if os.environ.get("CLUSTER_HALT_FLAG"):
+    _halt_inside_beats(Path(os.environ["CLUSTER_HALT_FLAG"]))
 
 _lag_ms = os.environ.get("CLUSTER_CLOCK_LAG_MS")
 scheduling = Scheduling(
