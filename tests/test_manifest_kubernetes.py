@@ -13,8 +13,13 @@ import pytest
 import yaml
 from support.servers import REPO
 
+from fastapi_voltro_schedules import OverlapPolicy, ScheduleContext, Scheduling, define_schedule
 from fastapi_voltro_schedules.manifests import ManifestOptions, Provider, render, targets_of
 from fastapi_voltro_schedules.manifests.check import check_cronjobs, read_manifests
+from fastapi_voltro_schedules.manifests.kubernetes import (
+    ANNOTATION_CONCURRENCY_REASON,
+    POLL_SLACK_SECONDS,
+)
 from fastapi_voltro_schedules.manifests.names import dns_name
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -36,6 +41,34 @@ def cronjobs() -> list[dict[str, Any]]:
     return [d for f in files for d in yaml.safe_load_all(f.text) if d]
 
 
+async def _noop(ctx: ScheduleContext) -> None:
+    pass
+
+
+OVERLAP_RUNTIME_MS = 600_000
+
+
+def overlap_cronjob(overlap: OverlapPolicy) -> dict[str, Any]:
+    """The CronJob of an external schedule with ``on_overlap=overlap``, through the generator
+    (``targets_of`` → ``render`` → YAML) like the CLI's."""
+    scheduling = Scheduling(
+        [
+            define_schedule(
+                name=f"{overlap.value}Overlap",
+                cron="*/5 * * * *",
+                timezone="UTC",
+                trigger="external",
+                handler=_noop,
+                on_overlap=overlap,
+                max_runtime_ms=OVERLAP_RUNTIME_MS,
+            )
+        ]
+    )
+    (file,) = render(Provider.KUBERNETES, targets_of(scheduling), OPTIONS)
+    (obj,) = [d for d in yaml.safe_load_all(file.text) if d]
+    return obj
+
+
 def voltro(*args: str, cwd: Path = REPO / "tests") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fastapi_voltro_schedules", *args],
@@ -52,7 +85,11 @@ def test_the_bundled_schema_has_cronjob_timezone() -> None:
     assert K8S_VERSION in kubernetes_validate.utils.all_versions()
 
 
-@pytest.mark.parametrize("obj", cronjobs(), ids=lambda o: o["metadata"]["name"])
+@pytest.mark.parametrize(
+    "obj",
+    [*cronjobs(), *(overlap_cronjob(o) for o in OverlapPolicy)],
+    ids=lambda o: o["metadata"]["name"],
+)
 def test_every_cronjob_passes_strict_validation(obj: dict[str, Any]) -> None:
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -67,7 +104,7 @@ def test_strict_validation_catches_a_misspelled_field() -> None:
 def test_policy_values() -> None:
     for obj in cronjobs():
         spec = obj["spec"]
-        assert spec["concurrencyPolicy"] == "Forbid"
+        assert spec["concurrencyPolicy"] == "Forbid"  # every schedule of the app is on_overlap=skip
         assert 10 <= spec["startingDeadlineSeconds"] <= OPTIONS.skew_ms // 1000
         assert spec["suspend"] is False
         assert spec["successfulJobsHistoryLimit"] >= 1 and spec["failedJobsHistoryLimit"] >= 1
@@ -99,6 +136,47 @@ def test_policy_values() -> None:
             "name": "voltro-schedule-trigger",
             "key": "token",
         }
+
+
+@pytest.mark.parametrize(
+    ("overlap", "policy"),
+    [
+        (OverlapPolicy.SKIP, "Forbid"),
+        (OverlapPolicy.PARALLEL, "Allow"),
+        (OverlapPolicy.QUEUE, "Allow"),
+    ],
+)
+def test_the_concurrency_policy_follows_on_overlap_and_says_why(
+    overlap: OverlapPolicy, policy: str
+) -> None:
+    obj = overlap_cronjob(overlap)
+    assert obj["spec"]["concurrencyPolicy"] == policy
+    reason = obj["metadata"]["annotations"][ANNOTATION_CONCURRENCY_REASON]
+    assert reason.startswith(f"on_overlap={overlap.value}: {policy} ")
+    # the CronJob's policy, not the pod's: the reason is on the CronJob only
+    pod_annotations = obj["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
+    assert ANNOTATION_CONCURRENCY_REASON not in pod_annotations
+
+
+def test_parallel_and_queue_firings_reach_the_app() -> None:
+    """Forbid would have the controller drop an overlapping firing (the app records it
+    ``missed``) and Replace would kill the Job following the run in flight."""
+    for overlap in (OverlapPolicy.PARALLEL, OverlapPolicy.QUEUE):
+        obj = overlap_cronjob(overlap)
+        assert obj["spec"]["concurrencyPolicy"] not in ("Forbid", "Replace")
+        assert "missed" in obj["metadata"]["annotations"][ANNOTATION_CONCURRENCY_REASON]
+
+
+def test_a_queued_jobs_deadline_covers_its_wait_behind_the_run_in_flight() -> None:
+    runtime_s = OVERLAP_RUNTIME_MS // 1000
+    deadline = {
+        o: overlap_cronjob(o)["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"]
+        for o in OverlapPolicy
+    }
+    assert deadline[OverlapPolicy.SKIP] == runtime_s + POLL_SLACK_SECONDS
+    assert deadline[OverlapPolicy.PARALLEL] == runtime_s + POLL_SLACK_SECONDS
+    # a queued firing waits up to one max_runtime for the run ahead, then runs its own
+    assert deadline[OverlapPolicy.QUEUE] == 2 * runtime_s + POLL_SLACK_SECONDS
 
 
 def test_the_description_is_an_annotation() -> None:

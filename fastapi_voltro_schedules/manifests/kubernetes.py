@@ -5,8 +5,27 @@ Each field and why it has its value:
 * ``schedule`` — the expression rewritten for robfig/cron (:func:`.dialects.kubernetes_cron`),
   ``timeZone`` — the schedule's IANA zone (a ``CRON_TZ=`` prefix is rejected by the API server
   since 1.27 and was never ours to use).
-* ``concurrencyPolicy: Forbid`` — the controller never starts a firing while the previous
-  Job runs (the app's ``on_overlap`` still rules arrivals from anywhere else).
+* ``concurrencyPolicy`` — from the schedule's ``on_overlap`` (:func:`concurrency_policy`), the
+  reason written beside it in the ``voltro.dev/concurrency-policy-reason`` annotation (a YAML
+  comment would not survive ``kubectl apply``; an annotation shows in ``kubectl describe``).
+  A Job lives as long as it follows its run, so "a Job is active" means "a run is live":
+
+  - ``skip`` → ``Forbid``: the controller starts no Job while the previous one still follows its
+    run, as the app would stand the firing down. The dropped occurrence never reaches the app:
+    the external missed policy records it ``missed``, not ``skipped`` — unless the previous Job
+    ends within ``startingDeadlineSeconds`` of it, when the controller starts it late and it
+    runs. ``Allow`` would record ``skipped``, but the script exits 1 on any run that did not
+    succeed, so every skipped overlap would be a failed Job.
+  - ``parallel`` → ``Allow``: every firing must reach the app, which runs it beside the run in
+    flight.
+  - ``queue`` → ``Allow``: the app holds the overlapping firing in its durable line and runs it
+    when the run ahead ends; its Job is answered ``accepted`` with the ``queued`` run's id and
+    follows it through the wait.
+
+  ``Forbid`` would make the controller drop a ``parallel`` or ``queue`` firing (the app then
+  records it ``missed``); ``Replace`` would kill the Job following the earlier run (the run goes
+  on in the app, but its Job fails). Under ``Allow`` no Job outlives ``activeDeadlineSeconds``,
+  which bounds how many are alive at once.
 * ``startingDeadlineSeconds`` — half the app's skew budget (at least 10 s, the controller's
   sync period): a firing the controller could not start in time is dropped, not started when
   the app may already have recorded the slot ``missed``; the other half is for the pod to
@@ -15,7 +34,13 @@ Each field and why it has its value:
 * ``backoffLimit: 2`` — a pod retried after a network failure restates the same slot, so it is
   a duplicate that follows the same run, never a second run.
 * ``activeDeadlineSeconds`` — the schedule's ``max_runtime_ms`` plus :data:`POLL_SLACK_SECONDS`
-  — the app's watchdog ends the run first; this only stops a Job that lost the app.
+  — the app's watchdog ends the run first; this only stops a Job that lost the app. Under
+  ``on_overlap="queue"`` twice ``max_runtime_ms`` plus the slack (:func:`active_deadline_seconds`):
+  a queued Job first waits for the run ahead of it, which the watchdog ends within one
+  ``max_runtime_ms``. A firing further back in a longer line can outlive it: its Job then fails
+  ``DeadlineExceeded`` while the app still runs the firing in its turn — the ledger has the
+  outcome. (Covering any depth would mean no deadline, and a Job per firing piling up behind a
+  schedule whose runs outlast its period.)
 * ``restartPolicy: Never``, ``automountServiceAccountToken: false``, ``enableServiceLinks:
   false``, a non-root read-only container with every capability dropped and the runtime's
   seccomp profile, 10m/16Mi requested and 100m/32Mi at most — the pod only runs ``curl``.
@@ -33,17 +58,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..enums import OverlapPolicy
 from .dialects import kubernetes_cron
 from .names import dns_name
 from .script import TRIGGER_SCRIPT
 from .targets import ManifestOptions, Target
 
 __all__ = [
+    "ANNOTATION_CONCURRENCY_REASON",
     "ANNOTATION_CRON",
     "ANNOTATION_NAME",
     "ANNOTATION_TIMEZONE",
     "JOB_NAME_FIELD",
     "POLL_SLACK_SECONDS",
+    "active_deadline_seconds",
+    "concurrency_policy",
     "cronjob",
     "starting_deadline_seconds",
 ]
@@ -58,6 +87,8 @@ ANNOTATION_NAME = "voltro.dev/schedule-name"
 ANNOTATION_CRON = "voltro.dev/cron"
 ANNOTATION_TIMEZONE = "voltro.dev/timezone"
 ANNOTATION_DESCRIPTION = "voltro.dev/description"
+ANNOTATION_CONCURRENCY_REASON = "voltro.dev/concurrency-policy-reason"
+"""Why the CronJob's ``concurrencyPolicy`` is what it is (on the CronJob, not its pods)."""
 LABEL_SCHEDULE = "voltro.dev/schedule"
 
 
@@ -72,6 +103,42 @@ def starting_deadline_seconds(skew_ms: int) -> int:
             "SKEW_MS to 20000 or more"
         )
     return max(10, skew_s // 2)
+
+
+_CONCURRENCY: dict[OverlapPolicy, tuple[str, str]] = {
+    OverlapPolicy.SKIP: (
+        "Forbid",
+        "no Job starts while the previous one still follows its run, as the app would stand "
+        "the firing down; the dropped occurrence is recorded missed, or runs if the previous "
+        "Job ends within startingDeadlineSeconds",
+    ),
+    OverlapPolicy.PARALLEL: (
+        "Allow",
+        "every firing must reach the app, which runs it beside the run in flight; Forbid "
+        "would drop it (recorded missed), Replace would kill the Job following the earlier run",
+    ),
+    OverlapPolicy.QUEUE: (
+        "Allow",
+        "the app holds an overlapping firing in its durable line and runs it when the run "
+        "ahead ends, its Job following it meanwhile; Forbid would drop it (recorded missed), "
+        "Replace would kill the Job following the earlier run",
+    ),
+}
+
+
+def concurrency_policy(overlap: OverlapPolicy) -> tuple[str, str]:
+    """The CronJob's ``concurrencyPolicy`` for a schedule's ``on_overlap``, and why (the text
+    of :data:`ANNOTATION_CONCURRENCY_REASON`)."""
+    policy, why = _CONCURRENCY[overlap]
+    return policy, f"on_overlap={overlap.value}: {policy} — {why}"
+
+
+def active_deadline_seconds(target: Target) -> int:
+    """``max_runtime_ms`` plus :data:`POLL_SLACK_SECONDS`; under ``on_overlap="queue"`` one more
+    ``max_runtime_ms``, for the wait behind the run in flight."""
+    runtime = math.ceil(target.max_runtime_ms / 1000)
+    runs = 2 if target.on_overlap is OverlapPolicy.QUEUE else 1
+    return runs * runtime + POLL_SLACK_SECONDS
 
 
 def _labels(target: Target, name: str, options: ManifestOptions) -> dict[str, str]:
@@ -97,11 +164,12 @@ def cronjob(target: Target, options: ManifestOptions) -> dict[str, Any]:
     }
     if target.description:
         annotations[ANNOTATION_DESCRIPTION] = target.description
+    policy, why = concurrency_policy(target.on_overlap)
     metadata: dict[str, Any] = {"name": name}
     if options.namespace:
         metadata["namespace"] = options.namespace
     metadata["labels"] = labels
-    metadata["annotations"] = annotations
+    metadata["annotations"] = {**annotations, ANNOTATION_CONCURRENCY_REASON: why}
     env: list[dict[str, Any]] = [
         {"name": "VOLTRO_SCHEDULE", "value": target.name},
         {"name": "VOLTRO_TRIGGER_URL", "value": options.trigger_url(target.name)},
@@ -146,7 +214,6 @@ def cronjob(target: Target, options: ManifestOptions) -> dict[str, Any]:
         },
         "containers": [container],
     }
-    active = math.ceil(target.max_runtime_ms / 1000) + POLL_SLACK_SECONDS
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -154,7 +221,7 @@ def cronjob(target: Target, options: ManifestOptions) -> dict[str, Any]:
         "spec": {
             "schedule": schedule,
             "timeZone": target.timezone,
-            "concurrencyPolicy": "Forbid",
+            "concurrencyPolicy": policy,
             "startingDeadlineSeconds": starting_deadline_seconds(options.skew_ms),
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
@@ -163,7 +230,7 @@ def cronjob(target: Target, options: ManifestOptions) -> dict[str, Any]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "backoffLimit": 2,
-                    "activeDeadlineSeconds": active,
+                    "activeDeadlineSeconds": active_deadline_seconds(target),
                     "ttlSecondsAfterFinished": 86_400,
                     "template": {
                         "metadata": {"labels": labels, "annotations": dict(annotations)},

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from ..cron import CronSpec
-from ..enums import TriggerMode
+from ..enums import OverlapPolicy, TriggerMode
 
 if TYPE_CHECKING:
     from ..scheduling import Scheduling
@@ -36,6 +36,8 @@ class Target:
     description: str | None
     max_runtime_ms: int
     spec: CronSpec
+    on_overlap: OverlapPolicy = OverlapPolicy.SKIP
+    """The schedule's ``on_overlap``: the CronJob's ``concurrencyPolicy`` follows it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ def targets_of(scheduling: Scheduling) -> list[Target]:
             description=s.description,
             max_runtime_ms=s.max_runtime_ms,
             spec=s.spec,
+            on_overlap=s.on_overlap,
         )
         for s in scheduling.schedules
         if scheduling.trigger_of(s) is TriggerMode.EXTERNAL
