@@ -12,9 +12,9 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..models import claims_table
 from . import statements as q
 from .sql_connections import SQLConnections, aware
+from .statements.claims import claims_prune
 
 MAX_KEY_LENGTH = 255
 
@@ -71,7 +71,22 @@ class SQLClaims(SQLConnections):
         return work
 
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
-        return await self._bounded_delete("prune_claims", claims_table.name, older_than, limit)
+        # One statement (one short transaction) per DELETE_BATCH rows; the pacing between
+        # calls is the caller's (maintenance.Maintenance.sweep).
+        aware(older_than, "older_than")
+        deleted = 0
+        while deleted < limit:
+            batch = min(q.DELETE_BATCH, limit - deleted)
+
+            async def work(conn: AsyncConnection, batch: int = batch) -> int:
+                result = await conn.execute(claims_prune(conn.dialect.name, older_than, batch))
+                return int(result.rowcount)
+
+            n = await self._attempt("prune_claims", work)
+            deleted += n
+            if n < batch:
+                break
+        return deleted
 
     async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
         async def work(conn: AsyncConnection) -> tuple[str, datetime] | None:

@@ -118,6 +118,28 @@ def claim_release(key: str, replica_id: str | None, claimed_at: datetime | None)
     return stmt
 
 
+def claims_prune(dialect_name: str, older_than: datetime, limit: int) -> Delete:
+    """Delete at most ``limit`` of the oldest claims with ``claimed_at < older_than``.
+
+    On PostgreSQL the rows are picked ``FOR UPDATE SKIP LOCKED``: replicas pruning at the same
+    moment each take a different batch instead of queueing on (or deadlocking over) the same
+    rows, and a queue line's row locked for a turn is simply left for the next batch.
+    Elsewhere it is :func:`bounded_delete`: SQLite has one writer anyway, and on MariaDB/MySQL
+    a replica whose batch met another's waits for it and finds those rows gone — its batch
+    comes back short and ends its sweep, while the other carries on."""
+    if dialect_family(dialect_name) != "postgresql":
+        return bounded_delete(claims_table.name, older_than, limit)
+    c = claims_table.c
+    doomed = (
+        select(c.key)
+        .where(c.claimed_at < older_than)
+        .order_by(c.claimed_at, c.key)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return delete(claims_table).where(c.key.in_(doomed))
+
+
 def bounded_delete(table_name: str, older_than: datetime, limit: int) -> Delete:
     """Delete at most ``limit`` of the oldest rows: claims by ``claimed_at``, or terminal runs
     by ``finished_at``."""
