@@ -7,15 +7,20 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from .enums import ChangeStrategy, Coordination, ExternalMissedPolicy, TriggerMode
 from .errors import ConfigurationError
+from .external import FUTURE_TOLERANCE
 from .urls import normalize_database_url
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
+DEFAULT_CLAIM_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""Seven days: far past what any path needs (see :func:`claim_retention_floor_ms`), so a
+replica frozen for days (a suspended VM, SIGSTOP) that resumes still finds the claims of the
+slots its timer then walks over."""
 
 StoreKind = Literal["memory", "sqlite", "postgres", "mysql"]
 
@@ -112,6 +117,14 @@ class SchedulingConfig(BaseSettings):
         description="Finished run rows older than this are swept; None keeps them forever. "
         "Queued rows are never swept.",
     )
+    claim_retention_ms: int = Field(
+        default=DEFAULT_CLAIM_RETENTION_MS,
+        gt=0,
+        description="Claims rows (one per slot claimed: advisoryLock firings, external "
+        "arrivals, recorded missed slots) older than this are pruned. At least "
+        "2 × external_trigger_skew_ms + 2 s and 3 × schedule_heartbeat_ms; a replica frozen "
+        "longer than this may claim a slot of that age again when it resumes.",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -125,8 +138,43 @@ class SchedulingConfig(BaseSettings):
             return value  # already async: kept verbatim (rendering would quote `:memory:`)
         return url.render_as_string(hide_password=False)
 
+    @model_validator(mode="after")
+    def _claims_outlive_their_slots(self) -> SchedulingConfig:
+        floor = claim_retention_floor_ms(self.external_trigger_skew_ms, self.schedule_heartbeat_ms)
+        if self.claim_retention_ms < floor:
+            raise ValueError(
+                f"claim_retention_ms (VOLTRO_CLAIM_RETENTION_MS) is {self.claim_retention_ms} "
+                f"ms, under the {floor} ms a claim must outlive: 2 × external_trigger_skew_ms "
+                f"+ {int(FUTURE_TOLERANCE.total_seconds() * 1000)} ms (a platform's retry of an "
+                "arrival can come that late, and only the claim answers it duplicate) and "
+                "3 × schedule_heartbeat_ms (a range backfill's lock is refreshed once a beat). "
+                f"Set it to at least {floor}, or lower those two"
+            )
+        return self
+
     def heartbeat_seconds(self) -> float:
         return self.schedule_heartbeat_ms / 1000
+
+
+def claim_retention_floor_ms(external_trigger_skew_ms: int, schedule_heartbeat_ms: int) -> int:
+    """The shortest claim retention that never lets a slot be claimed twice while anything
+    can still ask for it:
+
+    * an external arrival is answered ``duplicate`` by its slot's claim alone; a retry can
+      state the slot's time up to the skew budget late and arrive up to the skew after what
+      it states (``too_late`` beyond), and a claim can be written up to
+      ``FUTURE_TOLERANCE`` before its slot — so ``2 × skew + FUTURE_TOLERANCE``;
+    * a range backfill's lock (a claims row) is refreshed once a heartbeat and taken over
+      after 3 silent ones: it must never be pruned sooner.
+
+    Boot catch-up, the external missed watcher and cluster takeovers walk from the newest run
+    row, not from claims; the herd's claims are consulted within its second. What the floor
+    cannot cover is a replica frozen (SIGSTOP, a suspended VM) for longer than the retention:
+    when it resumes, its timer walks the slots it slept through (the newest 1,000) — under
+    ``backfill="all"`` it fires any whose claim is gone again, under the other policies it
+    records them ``missed`` beside the run that took place."""
+    tolerance_ms = int(FUTURE_TOLERANCE.total_seconds() * 1000)
+    return max(2 * external_trigger_skew_ms + tolerance_ms, 3 * schedule_heartbeat_ms)
 
 
 def store_kind(url_or_dialect: str) -> StoreKind:

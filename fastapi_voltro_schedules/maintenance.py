@@ -2,15 +2,33 @@
 
 Liveness is read from the same pure rules as admission (:mod:`planning`), and corpses are
 marked by the same conditional write (:func:`ledger.mark_abandoned`) — not through admission.
+
+**Retention keeps up with any firing rate.** Every firing under ``advisoryLock`` (and every
+external arrival, on any store) leaves a claims row, and every firing a run row; a sweep deletes
+the expired ones batch after batch until a batch comes back short — not a fixed count per sweep
+(it was one batch of 1,000 claims per 10 minutes: above 1.7 firings a second the claims table
+grew without bound). Each batch is one statement, one short transaction. Between two batches
+the sweep rests as long as the batch took (the database's time is never more than half
+pruning) and starts the next only in a stretch clear of herds: cron instants fall on whole
+seconds, so no batch starts within :data:`HERD_GUARD_SECONDS` (or twice the last batch's time)
+before a whole second, nor within :data:`HERD_CLEARANCE_SECONDS` after one the sweep saw pass —
+the herd due then has its claims and rows written first. A sweep deletes from a table for at
+most :data:`SWEEP_BUDGET_SECONDS`; one cut short leaves the rest to the next, which then comes
+after :data:`BACKLOG_PAUSE_SECONDS` (without the rests) instead of the interval. Sweeps come at
+least every tenth of the shorter retention (at most every :data:`RETENTION_INTERVAL_SECONDS`),
+so a table holds at most about 10% more than its retention's worth of rows, and each sweep's
+first batch is timed half-way between two whole seconds.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .config import DEFAULT_CLAIM_RETENTION_MS
 from .enums import RunStatus
 from .errors import StoreUnavailableError
 from .ledger import mark_abandoned
@@ -24,8 +42,32 @@ if TYPE_CHECKING:
     from .store import RunRecord, Store
 
 RETENTION_INTERVAL_SECONDS = 600.0
+"""Longest pause between two sweeps (shorter for a short retention: see
+:meth:`Maintenance.sweep_interval`)."""
+RETENTION_INTERVAL_SHARE = 10
+"""A sweep at least every ``retention / 10``: a table holds at most ~10% past its retention."""
+MIN_RETENTION_INTERVAL_SECONDS = 1.0
 RETENTION_BATCH = 1000
-CLAIM_RETENTION = timedelta(days=7)
+"""Rows per delete statement — one short transaction."""
+CLAIM_RETENTION = timedelta(milliseconds=DEFAULT_CLAIM_RETENTION_MS)
+"""Claims rows older than this are pruned, unless ``claim_retention_ms`` says otherwise (what a
+claim must outlive: :func:`~.config.claim_retention_floor_ms`)."""
+SWEEP_BUDGET_SECONDS = 60.0
+"""Longest a sweep deletes from one table; expired rows left then are the next sweep's."""
+BACKLOG_PAUSE_SECONDS = 1.0
+"""After a sweep cut short by its budget, the next one starts this soon (not an interval later)."""
+REST_RATIO = 1.0
+"""Between two batches the sweep rests this many times the last batch's time (none while it
+catches up on a backlog)."""
+MAX_REST_SECONDS = 1.0
+HERD_GUARD_SECONDS = 0.1
+"""No batch starts closer than this (or twice the last batch's time, at most
+:data:`MAX_GUARD_SECONDS`) before a whole second: it would still hold the database when the
+herd due then is claimed and written."""
+MAX_GUARD_SECONDS = 0.5
+HERD_CLEARANCE_SECONDS = 0.2
+"""After a whole second passed, the next batch waits this long past it: the herd's admission
+(claims, rows) goes first."""
 WRITTEN_OFF = "written-off"
 """``error_tag`` of a queued row written off at boot because its schedule is no longer
 declared (distinct from ``abandoned``: a waiter that died and was not adopted in time)."""
@@ -42,6 +84,7 @@ class Maintenance:
         run_retention_ms: int | None,
         watched_names: Sequence[str],
         queue_metrics: QueueMetrics | None = None,
+        claim_retention_ms: int | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -50,6 +93,14 @@ class Maintenance:
         self.run_retention = (
             None if run_retention_ms is None else timedelta(milliseconds=run_retention_ms)
         )
+        self.claim_retention = (
+            CLAIM_RETENTION
+            if claim_retention_ms is None
+            else timedelta(milliseconds=claim_retention_ms)
+        )
+        """Claims older than this are pruned (``None`` given: :data:`CLAIM_RETENTION`)."""
+        self.last_sweep: SweepResult | None = None
+        """What the latest sweep did (``None`` before the first one ended)."""
         self.watched_names = list(watched_names)
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
         self.queue_metrics = queue_metrics
@@ -140,22 +191,127 @@ class Maintenance:
 
     async def retention_loop(self) -> None:
         while True:
-            await self.sweep()
-            await self.clock.sleep(RETENTION_INTERVAL_SECONDS)
+            result = await self._sweep()
+            pause = BACKLOG_PAUSE_SECONDS if result.behind else self.sweep_interval()
+            await self.clock.sleep(between_herds(self.clock.now(), pause))
+
+    def sweep_interval(self) -> float:
+        """Seconds between two sweeps: a tenth of the shorter retention, within
+        [:data:`MIN_RETENTION_INTERVAL_SECONDS`, :data:`RETENTION_INTERVAL_SECONDS`]."""
+        shortest = min(r for r in (self.run_retention, self.claim_retention) if r is not None)
+        share = shortest.total_seconds() / RETENTION_INTERVAL_SHARE
+        return min(RETENTION_INTERVAL_SECONDS, max(MIN_RETENTION_INTERVAL_SECONDS, share))
 
     async def sweep(self) -> int:
-        """Delete finished runs past retention and old claims, in batches. ``queued`` rows
-        stay: they are positions in the line, not records of a firing."""
-        now = self.clock.now()
-        removed = 0
+        """Delete finished runs past retention and expired claims, batch after batch until a
+        batch comes back short or the sweep's time budget is spent (see the module's
+        docstring); returns how many runs it deleted (:attr:`last_sweep` has the rest).
+        ``queued`` rows stay: they are positions in the line, not records of a firing."""
+        return (await self._sweep()).runs
+
+    async def _sweep(self) -> SweepResult:
+        clock = self.clock
+        now, began = clock.now(), clock.monotonic()
+        catching_up = self.last_sweep is not None and self.last_sweep.behind
+        result = SweepResult()
+
+        def runs(n: int) -> None:
+            result.runs += n
+
+        def claims(n: int) -> None:
+            result.claims += n
+
         try:
             if self.run_retention is not None:
-                while True:
-                    n = await self.store.sweep_runs(now - self.run_retention, RETENTION_BATCH)
-                    removed += n
-                    if n < RETENTION_BATCH:
-                        break
-            await self.store.prune_claims(now - CLAIM_RETENTION, RETENTION_BATCH)
+                cutoff = now - self.run_retention
+                if await self._prune(self.store.sweep_runs, cutoff, runs, catching_up):
+                    result.behind = True
+            cutoff = now - self.claim_retention
+            if await self._prune(self.store.prune_claims, cutoff, claims, catching_up):
+                result.behind = True
         except StoreUnavailableError as exc:
             logger.warning("scheduler: retention sweep failed: %s", exc)
-        return removed
+        result.seconds = clock.monotonic() - began
+        if result.behind:
+            logger.warning(
+                "scheduler: retention behind — deleted runs=%d claims=%d in %.1f s and "
+                "expired rows remain; the next sweep follows in %g s",
+                result.runs,
+                result.claims,
+                result.seconds,
+                BACKLOG_PAUSE_SECONDS,
+            )
+        elif catching_up:
+            logger.info(
+                "scheduler: retention caught up  runs=%d claims=%d", result.runs, result.claims
+            )
+        self.last_sweep = result
+        return result
+
+    async def _prune(
+        self,
+        delete: Callable[[datetime, int], Awaitable[int]],
+        cutoff: datetime,
+        tally: Callable[[int], None],
+        catching_up: bool,
+    ) -> bool:
+        """Delete the rows older than ``cutoff``, one batch at a time, until a batch comes
+        back short; ``True`` when the budget ran out first (expired rows may remain)."""
+        clock = self.clock
+        deadline = clock.monotonic() + SWEEP_BUDGET_SECONDS
+        while True:
+            began, second = clock.monotonic(), whole_second(clock.now())
+            n = await delete(cutoff, RETENTION_BATCH)
+            tally(n)
+            if n < RETENTION_BATCH:
+                return False
+            took = clock.monotonic() - began
+            if clock.monotonic() >= deadline:
+                return True
+            await clock.sleep(0.0 if catching_up else min(took * REST_RATIO, MAX_REST_SECONDS))
+            await self._clear_of_herds(second, took)
+
+    async def _clear_of_herds(self, second: datetime, took: float) -> None:
+        """Wait until the next batch cannot meet a herd: past the clearance of a whole second
+        passed since ``second`` (when the last batch began), and far enough from the next."""
+        guard = min(MAX_GUARD_SECONDS, max(HERD_GUARD_SECONDS, 2 * took))
+        while True:
+            now = self.clock.now()
+            into = into_second(now)
+            if whole_second(now) != second and into < HERD_CLEARANCE_SECONDS:
+                wait = HERD_CLEARANCE_SECONDS - into
+            elif 1.0 - into < guard:
+                wait = 1.0 - into + HERD_CLEARANCE_SECONDS
+            else:
+                return
+            await self.clock.sleep(wait)
+
+
+@dataclass(slots=True)
+class SweepResult:
+    """What one retention sweep did."""
+
+    runs: int = 0
+    """Finished runs deleted."""
+    claims: int = 0
+    """Claims rows deleted."""
+    behind: bool = False
+    """A table's budget ran out with expired rows (maybe) left: the next sweep comes soon."""
+    seconds: float = 0.0
+    """How long the sweep took, rests and waits included."""
+
+
+def whole_second(instant: datetime) -> datetime:
+    return instant.replace(microsecond=0)
+
+
+def into_second(instant: datetime) -> float:
+    """Seconds past the last whole second (cron instants fall on whole seconds)."""
+    return instant.microsecond / 1_000_000
+
+
+def between_herds(now: datetime, delay: float) -> float:
+    """``delay``, stretched by less than a second so that it ends half-way between two whole
+    seconds: a sweep's first batch starts clear of any herd."""
+    end = now + timedelta(seconds=delay)
+    return delay + (0.5 - into_second(end)) % 1.0
