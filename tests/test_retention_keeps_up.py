@@ -236,3 +236,55 @@ async def test_the_setting_reaches_the_running_sweep(sqlite_url: str) -> None:
         assert s.engine is not None
         assert s.engine.maintenance.claim_retention == timedelta(seconds=60)
         assert s.engine.maintenance.sweep_interval() == 6.0
+
+
+# ------------------------------------------------------------------------------- the bench
+
+
+def test_the_bench_verdict_reads_the_samples_after_the_first_window() -> None:
+    from bench.claims_retention import verdict
+
+    def result(counts: list[int]) -> dict[str, Any]:
+        samples = [{"t": 10.0 * (i + 1), "claims": c} for i, c in enumerate(counts)]
+        return {
+            "retention_s": 60.0,
+            "sweep_interval_s": 6.0,
+            "samples": samples,
+            "rate": 1000.0,
+            "claim_retention_s": 60.0,
+        }
+
+    flat = verdict(
+        result([10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 65_000, 66_000, 64_000, 66_500])
+    )
+    assert flat["flat"] is True
+    assert (flat["after_first_window"], flat["at_end"], flat["max"]) == (66_000, 66_500, 66_500)
+    growing = verdict(result([10_000 * (i + 1) for i in range(12)]))
+    assert growing["flat"] is False
+    assert verdict(result([10_000, 20_000]))["flat"] is None  # too short to tell
+
+
+@pytest.mark.slow
+def test_the_bench_runs() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.claims_retention",
+            "--seconds",
+            "3",
+            "--n",
+            "5",
+            "--sample-s",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "== sqlite: external, n=5" in done.stdout
+    assert "arrivals: {'sent'" in done.stdout and "'failed': 0" in done.stdout
