@@ -14,11 +14,16 @@ The three findings:
 - **stuck** — a ``running``/``queued`` row silent for more than 3 heartbeats (no
   ``heartbeat_at``/``fired_at`` newer than ``now − 3 × schedule_heartbeat_ms``): its replica
   is gone and nobody marked it ``failed/abandoned`` yet.
-- **gap** — an occurrence of a ``self`` schedule in the range with no row at all (no run, no
-  ``skipped``, no ``missed``). Judged only from the schedule's first row in the ledger (before
-  it, the schedule did not exist or the app was not deployed) and only for occurrences older
-  than 3 heartbeats (a slot due just now may not have its row yet). Needs the schedules: an
-  audit from a bare database URL reports duplicates and stuck rows only.
+- **gap** — a slot a ``self`` schedule owed in the range with no row at all (no run, no
+  ``skipped``, no ``missed``). Owed are the slots its definition versions own
+  (:mod:`.definitions`: each version's cron within its own span, nothing before the first
+  version took effect — a cron edited between deploys owes nothing of its new cadence from
+  before the edit), outside its paused span (``paused_at < slot <= resumed_at``, or after
+  ``paused_at`` while paused), and older than 3 heartbeats (a slot due just now may not have
+  its row yet). A ledger with no recorded version for a schedule (written before migration
+  0006) is judged from the schedule's first clock-driven row instead — a range backfill's
+  ``manual`` rows never count as a first row. Needs the schedules: an audit from a bare
+  database URL reports duplicates and stuck rows only.
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ from enum import StrEnum
 from typing import Any
 
 from .clock import iso_z
+from .cron import CronSpec
 from .definition import Schedule
+from .definitions import NO_VERSIONS, Versions
 from .enums import RunStatus
+from .pauses import NO_PAUSES, PauseView, RecordedPauses
 from .planning import DEAD_AFTER_BEATS, is_live
 from .store.base import CLOCK_TRIGGERS, LIVE_STATUSES, RunRecord, Store
 
@@ -141,13 +149,16 @@ def audit(
     heartbeat_ms: int,
     self_schedules: Sequence[Schedule] = (),
     first_seen: Mapping[str, datetime] | None = None,
+    versions: Versions = NO_VERSIONS,
+    pauses: PauseView = NO_PAUSES,
 ) -> AuditReport:
     """The findings in ``rows`` (the ledger's rows with ``start < scheduled_at <= end``).
 
-    ``self_schedules`` are checked for gaps, each from ``first_seen[name]`` (its first row in
-    the whole ledger; a schedule without one is not gap-checked) or ``start``, whichever is
-    later, up to ``min(end, now − 3 heartbeats)``. ``now`` is the ledger's clock (the
-    database's, in :func:`audit_ledger`). Pure.
+    ``self_schedules`` are checked for gaps up to ``min(end, now − 3 heartbeats)``: in the
+    spans their ``versions`` own, or — a schedule with no version recorded — from
+    ``first_seen[name]`` (its first clock-driven row in the whole ledger; a schedule without
+    one is not gap-checked) or ``start``, whichever is later; never inside a span ``pauses``
+    holds. ``now`` is the ledger's clock (the database's, in :func:`audit_ledger`). Pure.
     """
     if start >= end:
         raise ValueError(f"audit: from ({iso_z(start)}) must be before to ({iso_z(end)})")
@@ -191,25 +202,26 @@ def audit(
     horizon: datetime = min(end, now - silence)
     checked: list[str] = []
     for schedule in self_schedules:
-        first = first_seen.get(schedule.name)
-        if first is None:
+        windows = _owed_windows(schedule, versions, first_seen.get(schedule.name), start, horizon)
+        if windows is None:
             continue
         checked.append(schedule.name)
-        # the first row itself is at `first`: occurrences from it on are judged
-        begin = max(start, first - timedelta(microseconds=1))
-        if begin >= horizon:
-            continue
-        occurrences = schedule.occurrences(begin, horizon, limit=MAX_OCCURRENCES + 1)
-        if len(occurrences) > MAX_OCCURRENCES:
-            raise ValueError(
-                f"audit: {schedule.name!r} has more than {MAX_OCCURRENCES:,} occurrences in "
-                "the range — audit a shorter one (--from/--to)"
-            )
-        for at in occurrences:
-            if (schedule.name, at) not in slots:
-                findings.append(
-                    Finding(FindingKind.GAP, schedule.name, at, (), "no row for this occurrence")
+        total = 0
+        for begin, until, spec in windows:
+            occurrences = spec.occurrences(begin, until, limit=MAX_OCCURRENCES + 1)
+            total += len(occurrences)
+            if total > MAX_OCCURRENCES:
+                raise ValueError(
+                    f"audit: {schedule.name!r} has more than {MAX_OCCURRENCES:,} occurrences "
+                    "in the range — audit a shorter one (--from/--to)"
                 )
+            for at in pauses.unpaused(schedule.name, occurrences):
+                if (schedule.name, at) not in slots:
+                    findings.append(
+                        Finding(
+                            FindingKind.GAP, schedule.name, at, (), "no row for this occurrence"
+                        )
+                    )
     findings.sort(key=lambda f: (f.scheduled_at, f.name, f.kind.value))
     return AuditReport(start, end, now, count, tuple(checked), tuple(findings))
 
@@ -242,14 +254,19 @@ async def audit_ledger(
             break
         cursor = (page[-1].scheduled_at, page[-1].id)
     first_inside: dict[str, datetime] = {}
-    for row in rows:  # oldest first: the first row of a name is its earliest
-        first_inside.setdefault(row.name, row.scheduled_at)
+    for row in rows:  # oldest first: the first clock-driven row of a name is its earliest
+        if row.trigger in CLOCK_TRIGGERS:
+            first_inside.setdefault(row.name, row.scheduled_at)
     first_seen: dict[str, datetime] = {}
+    names = [s.name for s in schedules]
+    versions = Versions(await store.definitions(names)) if names else NO_VERSIONS
     for schedule in schedules:
-        # a row at or before `start` means the schedule was live before the range: judge
-        # from `start`; else from its first row inside the range (if any)
+        if versions.current(schedule.name) is not None:
+            continue  # judged from its versions
+        # a clock-driven row at or before `start` means the schedule was live before the
+        # range: judge from `start`; else from its first such row inside the range (if any)
         before = await store.list_runs(schedule.name, limit=1, before=start + _EPSILON)
-        if before:
+        if before and before[0].trigger in CLOCK_TRIGGERS:
             first_seen[schedule.name] = before[0].scheduled_at
             continue
         if schedule.name in first_inside:
@@ -262,10 +279,37 @@ async def audit_ledger(
         heartbeat_ms=heartbeat_ms,
         self_schedules=schedules,
         first_seen=first_seen,
+        versions=versions,
+        pauses=RecordedPauses(await store.pauses()),
     )
 
 
 _EPSILON = timedelta(microseconds=1)
+
+
+def _owed_windows(
+    schedule: Schedule,
+    versions: Versions,
+    first: datetime | None,
+    start: datetime,
+    horizon: datetime,
+) -> list[tuple[datetime, datetime, CronSpec]] | None:
+    """The ``(after, until]`` windows of ``schedule``'s owed slots in the range, each with the
+    cron that owns it; ``None`` when the schedule is not gap-checked at all."""
+    spans = versions.spans(schedule.name)
+    if spans:
+        windows = []
+        for span in spans:
+            begin = max(start, span.start)
+            until = horizon if span.end is None else min(horizon, span.end)
+            if begin < until:
+                windows.append((begin, until, schedule.spec if span.end is None else span.spec))
+        return windows
+    if first is None:
+        return None
+    # the first row itself is at `first`: occurrences from it on are judged
+    begin = max(start, first - _EPSILON)
+    return [(begin, horizon, schedule.spec)] if begin < horizon else []
 
 
 def report_json(report: AuditReport) -> str:

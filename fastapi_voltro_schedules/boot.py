@@ -127,6 +127,7 @@ def build_engine(scheduling: Scheduling, store: Store) -> Engine:
         adoption_window_ms=config.queue_adoption_window_ms,
         change_strategy=change_strategy(config, store),
         pauses=scheduling.pauses if scheduling.pauses is not None else NO_PAUSES,
+        versions=scheduling.versions,
     )
 
 

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from .definitions import NO_VERSIONS, Versions
 from .enums import Trigger
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
-from .planning import CatchUpPlan, passed_slots, plan_boot_backfill
+from .planning import CatchUpPlan, plan_boot_backfill
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,6 +40,7 @@ async def catch_up(
     schedules: Sequence[Schedule],
     now: datetime,
     pauses: PauseView = NO_PAUSES,
+    versions: Versions = NO_VERSIONS,
 ) -> dict[str, datetime]:
     """Plan and start the catch-up of every schedule; returns where each schedule's live
     timer continues (schedules without a row are absent: they start from now)."""
@@ -47,22 +49,31 @@ async def catch_up(
     last_runs = await store.last_runs([s.name for s in schedules])
     start_from: dict[str, datetime] = {}
     plans: list[tuple[Schedule, CatchUpPlan]] = []
+    # Slots of the last moments are not downtime: a replica booting just after an instant
+    # leaves it to the live timer (which claims it like its peers do) instead of recording it
+    # missed under another replica's feet.
+    horizon = now - BOOT_GRACE
     for schedule in schedules:
         last = last_runs.get(schedule.name)
-        if last is None:
-            continue  # never ran: nothing to catch up on
-        since = pauses.catch_up_from(schedule.name, last.scheduled_at)
-        if since is None:
-            continue  # paused: the live timer drops its slots until resumed
-        # Slots of the last moments are not downtime: a replica booting just after an
-        # instant leaves it to the live timer (which claims it like its peers do) instead of
-        # recording it missed under another replica's feet.
-        horizon = now - BOOT_GRACE
-        slots, capped = passed_slots(schedule.spec, since, horizon)
+        after = None if last is None else last.scheduled_at
+        if after is None and versions.current(schedule.name) is None:
+            continue  # never ran and never recorded: nothing is owed yet
+        if pauses.is_paused(schedule.name):
+            continue  # the live timer drops its slots until resumed
+        since = pauses.catch_up_from(schedule.name, after)
+        # Only the slots the definition versions say are owed: a cron edited between deploys
+        # owes no slot of its new cadence from before it took effect (definitions.py).
+        slots, capped = versions.owed(schedule, since, horizon)
         plan = plan_boot_backfill(slots, schedule.backfill, capped)
         # A last slot ahead of now (the clock stepped back across a restart) must not run
-        # again: the live timer continues after whichever is newer.
-        start_from[schedule.name] = max(horizon, plan.last_planned or since)
+        # again, nor a slot of a cadence that took effect after the horizon (this very boot):
+        # the live timer continues after whichever is newest.
+        start_from[schedule.name] = max(
+            horizon,
+            plan.last_planned or horizon,
+            since or horizon,
+            versions.cadence_from(schedule.name) or horizon,
+        )
         if plan.fire or plan.missed:
             plans.append((schedule, plan))
             logger.info(
@@ -85,17 +96,21 @@ def plan_takeover(
     last_slot: datetime | None,
     boundary: datetime,
     handover: timedelta = BOOT_GRACE,
+    versions: Versions = NO_VERSIONS,
 ) -> CatchUpPlan:
     """``cluster``: what a replica that just took ``schedule`` over catches up — the slots in
     ``(last_slot, boundary]`` (no further back than :data:`TAKEOVER_REACH`) that the previous
     owner left. Those within ``handover`` of ``boundary`` are live slots the handover fell on
     (the previous owner released, this one takes at its next beat): they fire whatever the
     policy; the older ones follow ``schedule.backfill`` like downtime at boot. A schedule that
-    never ran catches up only its handover slots."""
-    if last_slot is None:
+    never ran catches up only its handover slots — and, once its definition versions are
+    recorded, only the slots they say are owed: none of a cadence from before it took effect
+    (a first boot fires no past slot of a ``skip`` schedule)."""
+    if last_slot is None and versions.current(schedule.name) is None:
         last_slot = boundary - handover
-    after = max(last_slot, boundary - TAKEOVER_REACH)
-    slots, capped = passed_slots(schedule.spec, after, boundary)
+    reach = boundary - TAKEOVER_REACH
+    after = reach if last_slot is None else max(last_slot, reach)
+    slots, capped = versions.owed(schedule, after, boundary)
     recent = [s for s in slots if s > boundary - handover]
     older = slots[: len(slots) - len(recent)]
     plan = plan_boot_backfill(older, schedule.backfill, capped)

@@ -36,6 +36,7 @@ from .coordination import (
     Verdict,
     Wakeups,
 )
+from .definitions import NO_VERSIONS, Versions
 from .dispatcher import Dispatcher, Firing
 from .enums import ChangeStrategy, Coordination, RunStatus, Trigger
 from .errors import StoreUnavailableError
@@ -82,8 +83,10 @@ class Engine:
         change_strategy: ChangeStrategy = ChangeStrategy.POLL,
         queue_metrics: QueueMetrics | None = None,
         pauses: PauseView = NO_PAUSES,
+        versions: Versions = NO_VERSIONS,
     ) -> None:
         self.schedules = list(schedules)
+        self.versions = versions
         self.pauses = pauses
         self.store = store
         self.clock = clock
@@ -112,6 +115,7 @@ class Engine:
                 clock=clock,
                 schedules=self.schedules,
                 heartbeat_ms=heartbeat_ms,
+                versions=versions,
             )
         line = (
             DurableLine(
@@ -198,7 +202,12 @@ class Engine:
                         start_from: dict[str, datetime] = {}
                     else:
                         start_from = await catch_up(
-                            self.store, self.dispatcher, self.schedules, now, self.pauses
+                            self.store,
+                            self.dispatcher,
+                            self.schedules,
+                            now,
+                            self.pauses,
+                            self.versions,
                         )
                     for schedule in self.schedules:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from .clock import Clock
     from .config import SchedulingConfig
     from .definition import Schedule
+    from .definitions import Versions
     from .dispatcher import Firing
     from .enums import Trigger as TriggerT
     from .pauses import PauseView
@@ -92,6 +93,8 @@ class Scheduling(Protocol):
     def engine(self) -> _Submitter | None: ...
     @property
     def pauses(self) -> PauseView | None: ...
+    @property
+    def versions(self) -> Versions: ...
 
     def trigger_of(self, schedule: Schedule) -> TriggerMode: ...
 
@@ -189,7 +192,11 @@ class ExternalMissedWatcher:
                 return False
             for name in missing:
                 row = last.get(name)
-                self.cursors[name] = row.scheduled_at if row is not None else self.boot
+                cursor = row.scheduled_at if row is not None else self.boot
+                # A cron changed since the last row owes no slot of its new cadence from
+                # before the change took effect (definitions.py): none is recorded missed.
+                since = self.scheduling.versions.cadence_from(name)
+                self.cursors[name] = cursor if since is None else max(cursor, since)
         if self.scheduling.pauses is not None:
             await self.scheduling.pauses.current()
         horizon = self.clock.now() - MISSED_GRACE

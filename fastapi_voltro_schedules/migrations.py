@@ -38,6 +38,7 @@ from .leadership import file_lock, sqlite_file
 from .models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    DEFINITIONS_TABLE,
     LEASES_TABLE,
     MEMBERS_TABLE,
     PAUSES_TABLE,
@@ -71,7 +72,7 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 """The embedded default store (``VOLTRO_DATABASE_URL`` unset)."""
 
 VOLTRO_TABLES: frozenset[str] = frozenset(
-    {RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, MEMBERS_TABLE, LEASES_TABLE}
+    {RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, DEFINITIONS_TABLE, MEMBERS_TABLE, LEASES_TABLE}
 )
 """The only tables our migrations create, compare or drop."""
 

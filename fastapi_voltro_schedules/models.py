@@ -10,7 +10,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Dialect, Index, MetaData, String, Text, TypeDecorator
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
@@ -20,12 +30,13 @@ CLAIMS_TABLE = "_voltro_schedule_claims"
 PAUSES_TABLE = "_voltro_schedule_pauses"
 MEMBERS_TABLE = "_voltro_schedule_members"
 LEASES_TABLE = "_voltro_schedule_leases"
+DEFINITIONS_TABLE = "_voltro_schedule_definitions"
 ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
 
 voltro_metadata = MetaData()
 """The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims``,
-``_voltro_schedule_pauses`` and the cluster tables ``_voltro_schedule_members`` and
-``_voltro_schedule_leases``."""
+``_voltro_schedule_pauses``, ``_voltro_schedule_definitions`` and the cluster tables
+``_voltro_schedule_members`` and ``_voltro_schedule_leases``."""
 
 
 def bind_utc(value: datetime | None, dialect_name: str) -> Any:
@@ -164,11 +175,39 @@ class ScheduleLease(_VoltroModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
 
 
+class ScheduleDefinition(_VoltroModel, table=True):
+    """One version of a schedule's definition: what decides which slots it owns and what runs
+    in them, and the instant it took effect (the first boot or write that saw it). Catch-up,
+    ``missed`` accounting and the audit start each version at its ``effective_from``, so a
+    changed cron never re-runs the day's job nor owes slots of the new cadence from before
+    the change. Rows are only ever added. Added by migration 0006."""
+
+    __tablename__ = DEFINITIONS_TABLE
+
+    name: str = Field(sa_type=String(200), primary_key=True)
+    version: int = Field(
+        sa_type=Integer, primary_key=True, sa_column_kwargs={"autoincrement": False}
+    )
+    cron: str = Field(sa_type=String(200), nullable=False)
+    timezone: str = Field(sa_type=String(64), nullable=False)
+    trigger: str = Field(sa_type=String(16), nullable=False)
+    on_overlap: str = Field(sa_type=String(16), nullable=False)
+    backfill: str = Field(sa_type=String(16), nullable=False)
+    handler: str = Field(sa_type=String(500), nullable=False)
+    args: str = Field(default="{}", sa_type=Text, nullable=False)
+    """The run-time schedule's JSON arguments (``{}`` for declared ones)."""
+    source: str = Field(sa_type=String(16), nullable=False)
+    """``code`` (declared with ``define_schedule``) or ``runtime`` (written at run time)."""
+    effective_from: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    recorded_by: str = Field(default="", sa_type=String(200), nullable=False)
+
+
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
 claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
 pauses_table = SchedulePause.__table__  # type: ignore[attr-defined]
 members_table = ScheduleMember.__table__  # type: ignore[attr-defined]
 leases_table = ScheduleLease.__table__  # type: ignore[attr-defined]
+definitions_table = ScheduleDefinition.__table__  # type: ignore[attr-defined]
 
 
 def claim_key(name: str, scheduled_at: datetime) -> str:

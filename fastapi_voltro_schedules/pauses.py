@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from .clock import Clock
     from .store import PauseRecord, Store
 
-__all__ = ["MAX_REASON_LENGTH", "NO_PAUSES", "REFRESH_SECONDS", "PauseView", "Pauses"]
+__all__ = [
+    "MAX_REASON_LENGTH",
+    "NO_PAUSES",
+    "REFRESH_SECONDS",
+    "PauseView",
+    "Pauses",
+    "RecordedPauses",
+]
 
 REFRESH_SECONDS = 1.0
 """How often each process re-reads the pauses table (real time: it waits on other replicas'
@@ -81,15 +88,14 @@ class PauseView:
             return True
         return record.paused_at < slot <= record.resumed_at
 
-    def catch_up_from(self, name: str, last: datetime) -> datetime | None:
-        """Where a boot backfill of ``name`` starts, given its last run's slot: ``None`` while
-        paused (plan nothing), else after the paused span when that is newer."""
+    def catch_up_from(self, name: str, last: datetime | None) -> datetime | None:
+        """Where a boot backfill of ``name`` starts, given its last run's slot (``None``: it
+        never ran): after the paused span when that is newer. Ask :meth:`is_paused` first —
+        a paused schedule plans nothing."""
         record = self.get(name)
-        if record is None:
+        if record is None or record.resumed_at is None:
             return last
-        if record.resumed_at is None:
-            return None
-        return max(last, record.resumed_at)
+        return record.resumed_at if last is None else max(last, record.resumed_at)
 
     def unpaused(self, name: str, slots: Iterable[datetime]) -> list[datetime]:
         """``slots`` without those :meth:`holds` refuses."""
@@ -97,6 +103,16 @@ class PauseView:
 
 
 NO_PAUSES = PauseView()
+
+
+class RecordedPauses(PauseView):
+    """A fixed set of pauses rows (what the audit read), asked like the live copy."""
+
+    def __init__(self, records: Iterable[PauseRecord]) -> None:
+        self._records = {record.name: record for record in records}
+
+    def get(self, name: str) -> PauseRecord | None:
+        return self._records.get(name)
 
 
 class Pauses(PauseView):

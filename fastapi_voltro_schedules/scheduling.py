@@ -38,6 +38,7 @@ from .config import (
 )
 from .context import WorkflowStarter
 from .definition import Schedule
+from .definitions import NO_VERSIONS, Versions, record_versions
 from .discovery import check_unique_names, discover_schedules
 from .engine import Engine
 from .enums import Coordination, TriggerMode
@@ -106,6 +107,8 @@ class Scheduling:
         self.app: FastAPI | None = None
         self.pauses: Pauses | None = None
         """The process's copy of the pauses table (while running)."""
+        self.versions: Versions = NO_VERSIONS
+        """Each schedule's definition versions, recorded at boot (:mod:`.definitions`)."""
         self.tokens: Tokens = Tokens()
         """The route tokens, parsed and checked at boot (:func:`load_tokens`)."""
         self._running = False
@@ -392,6 +395,11 @@ class Scheduling:
         if store.supports_multi_instance and isinstance(self.clock, SystemClock):
             self._wall_clock = self.clock
             self.clock = await database_clock(self.clock, self.store, self.config)
+        # Before anything plans a slot: catch-up, takeovers and the external missed watcher
+        # owe only what the versions say.
+        self.versions = await record_versions(
+            self.store, self.schedules, self.trigger_of, self.clock.now(), self.config.replica_id
+        )
         self.metrics.watch(self)
         log_boot(self)
         return self.store

@@ -53,14 +53,8 @@ from sqlalchemy.pool import NullPool
 from support.cluster import run_async
 from support.waiting import HANG
 
-from fastapi_voltro_schedules.models import (
-    ALEMBIC_VERSION_TABLE,
-    CLAIMS_TABLE,
-    LEASES_TABLE,
-    MEMBERS_TABLE,
-    PAUSES_TABLE,
-    RUNS_TABLE,
-)
+from fastapi_voltro_schedules.migrations import VOLTRO_TABLES
+from fastapi_voltro_schedules.models import ALEMBIC_VERSION_TABLE
 
 POSTGRES_ENV = "VOLTRO_TEST_POSTGRES_URL"
 MYSQL_ENV = "VOLTRO_TEST_MYSQL_URL"
@@ -69,14 +63,7 @@ REQUIRE_ENV = "VOLTRO_TEST_REQUIRE_SERVICES"
 SERVER_ENVS = {"postgres": POSTGRES_ENV, "mariadb": MYSQL_ENV}
 STORES = ("sqlite", "postgres", "mariadb")
 
-LEDGER_TABLES = (
-    RUNS_TABLE,
-    CLAIMS_TABLE,
-    PAUSES_TABLE,
-    MEMBERS_TABLE,
-    LEASES_TABLE,
-    ALEMBIC_VERSION_TABLE,
-)
+LEDGER_TABLES = (*sorted(VOLTRO_TABLES), ALEMBIC_VERSION_TABLE)
 TEST_TABLE_PREFIX = "voltro_test_"
 EXAMPLE_TABLES = ("example_digests",)
 """The example app's own tables (example_app/db.py): tests that run the example on a server

@@ -50,6 +50,7 @@ from fastapi_voltro_schedules.migrations import (
 from fastapi_voltro_schedules.models import (
     ALEMBIC_VERSION_TABLE,
     CLAIMS_TABLE,
+    DEFINITIONS_TABLE,
     LEASES_TABLE,
     MEMBERS_TABLE,
     PAUSES_TABLE,
@@ -70,6 +71,7 @@ OUR_TABLES = {
     RUNS_TABLE,
     CLAIMS_TABLE,
     PAUSES_TABLE,
+    DEFINITIONS_TABLE,
     MEMBERS_TABLE,
     LEASES_TABLE,
     ALEMBIC_VERSION_TABLE,
@@ -129,7 +131,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0005"
+    assert await current_revision(async_engine) == head_revision() == "0006"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -290,8 +292,9 @@ def test_script_location_and_head() -> None:
         "0003_schedule_pauses.py",
         "0004_cluster_leases.py",
         "0005_runs_scheduled_index.py",
+        "0006_schedule_definitions.py",
     ]
-    assert head_revision() == "0005"
+    assert head_revision() == "0006"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -384,6 +387,7 @@ async def test_docs_include_snippet_manages_our_tables_in_the_users_history(
         RUNS_TABLE,
         CLAIMS_TABLE,
         PAUSES_TABLE,
+        DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,
     }
@@ -403,7 +407,8 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_members, _voltro_schedule_leases at 0005 (sqlite)"
+        "_voltro_schedule_definitions, _voltro_schedule_members, _voltro_schedule_leases "
+        "at 0006 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -437,7 +442,8 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_members, _voltro_schedule_leases at 0005 (postgresql)"
+        "_voltro_schedule_definitions, _voltro_schedule_members, _voltro_schedule_leases "
+        "at 0006 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -480,7 +486,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0005 (sqlite)" in proc.stdout
+    assert "at 0006 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

@@ -80,6 +80,8 @@ ROUTES = (
           "/_voltro/inspect/schedules", frozenset({200})),
     Route("GET", "/_voltro/inspect/schedules/runs", "read",
           "/_voltro/inspect/schedules/runs?name=selfJob", frozenset({200})),
+    Route("GET", "/_voltro/inspect/schedules/{name}", "read",
+          "/_voltro/inspect/schedules/selfJob", frozenset({200})),
     Route("POST", "/_voltro/inspect/schedules/{name}/fire", "operator",
           "/_voltro/inspect/schedules/selfJob/fire", frozenset({202, 409})),
     Route("POST", "/_voltro/inspect/schedules/{name}/backfill", "operator",

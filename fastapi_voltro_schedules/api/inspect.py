@@ -42,8 +42,10 @@ from .inspect_models import (
     PauseRequest,
     PauseView,
     RunPage,
+    ScheduleDetail,
     ScheduleList,
     ScheduleView,
+    VersionView,
     backfill_request,
     decode_cursor,
     encode_cursor,
@@ -51,7 +53,10 @@ from .inspect_models import (
 )
 
 if TYPE_CHECKING:
+    from ..definition import Schedule
+    from ..pauses import PauseView as PauseLookup
     from ..scheduling import Scheduling
+    from ..store import RunRecord
 
 router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth], tags=["voltro inspect"])
 
@@ -65,48 +70,57 @@ INSPECT_PREFIX = "/_voltro/inspect/schedules"
 )
 async def list_schedules(request: Request) -> ScheduleList:
     scheduling = scheduling_of(request)
-    engine = scheduling.engine
     store = scheduling.store
     names = [s.name for s in scheduling.schedules]
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
-    items: list[ScheduleView] = []
-    for schedule in scheduling.schedules:
-        trigger = scheduling.trigger_of(schedule)
-        next_firing = engine.next_firing(schedule.name) if engine is not None else None
-        # External schedules arm no timer, and neither does a process that is not the firer of
-        # its SQLite file: the cron still says when the slot comes.
-        if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
-            next_firing = schedule.next_occurrence(now)
-        previous = last.get(schedule.name)
-        pause = pauses.get(schedule.name)
-        if pause is not None and not pause.active:
-            pause = None
-        if pause is not None:
-            next_firing = None  # nothing fires until resumed
-        items.append(
-            ScheduleView(
-                name=schedule.name,
-                cron=schedule.cron,
-                timezone=schedule.timezone,
-                trigger=trigger.value,
-                on_overlap=schedule.on_overlap.value,
-                backfill=schedule.backfill.value,
-                max_runtime_ms=schedule.max_runtime_ms,
-                description=schedule.description,
-                next_firing=None if next_firing is None else iso_z(next_firing),
-                last_run=None if previous is None else InspectRunView.of(previous),
-                paused=pause is not None,
-                pause=None if pause is None else PauseView.of(pause),
-            )
-        )
     return ScheduleList(
         coordination=scheduling.effective_coordination.value,
         replica_id=scheduling.config.replica_id,
         fires_here=scheduling.fires_here,
         now=iso_z(now),
-        schedules=items,
+        schedules=[
+            _schedule_view(scheduling, s, last.get(s.name), pauses, now)
+            for s in scheduling.schedules
+        ],
+    )
+
+
+def _schedule_view(
+    scheduling: Scheduling,
+    schedule: Schedule,
+    previous: RunRecord | None,
+    pauses: PauseLookup,
+    now: datetime,
+) -> ScheduleView:
+    """One schedule as the listing (and the detail route) shows it."""
+    engine = scheduling.engine
+    trigger = scheduling.trigger_of(schedule)
+    next_firing = engine.next_firing(schedule.name) if engine is not None else None
+    # External schedules arm no timer, and neither does a process that is not the firer of
+    # its SQLite file: the cron still says when the slot comes.
+    if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
+        next_firing = schedule.next_occurrence(now)
+    pause = pauses.get(schedule.name)
+    if pause is not None and not pause.active:
+        pause = None
+    if pause is not None:
+        next_firing = None  # nothing fires until resumed
+    return ScheduleView(
+        name=schedule.name,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        trigger=trigger.value,
+        on_overlap=schedule.on_overlap.value,
+        backfill=schedule.backfill.value,
+        max_runtime_ms=schedule.max_runtime_ms,
+        description=schedule.description,
+        next_firing=None if next_firing is None else iso_z(next_firing),
+        last_run=None if previous is None else InspectRunView.of(previous),
+        paused=pause is not None,
+        pause=None if pause is None else PauseView.of(pause),
+        source="code",
     )
 
 
@@ -157,6 +171,27 @@ async def list_runs(
         runs=[InspectRunView.of(r) for r in page],
         next_cursor=encode_cursor(page[-1]) if more else None,
     )
+
+
+@router.get(
+    f"{INSPECT_PREFIX}/{{name}}",
+    summary="One schedule as the listing shows it, with its definition versions",
+    response_model=ScheduleDetail,
+    responses=error_responses(ScheduleNotFoundError),
+)
+async def get_schedule(request: Request, name: str) -> ScheduleDetail:
+    scheduling = scheduling_of(request)
+    schedule = scheduling.get(name)
+    if schedule is None:
+        raise ScheduleNotFoundError(name)
+    store = store_of(scheduling)
+    last = await store.last_runs([name])
+    versions = (await store.definitions([name])).get(name, [])
+    now = scheduling.clock.now()
+    view = _schedule_view(
+        scheduling, schedule, last.get(name), await scheduling.current_pauses(), now
+    )
+    return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])
 
 
 @router.post(

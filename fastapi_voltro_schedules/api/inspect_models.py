@@ -22,7 +22,7 @@ from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, shown
 from ..pauses import MAX_REASON_LENGTH
-from ..store import PauseRecord, RunRecord
+from ..store import DefinitionRecord, PauseRecord, RunRecord
 from .trigger import RunView
 
 
@@ -132,6 +132,47 @@ class ScheduleView(_Camel):
     last_run: InspectRunView | None = Field(description="The newest clock-driven run.")
     paused: bool
     pause: PauseView | None = Field(description="Who paused it, when and why (null if not).")
+    source: str = Field(
+        default="code", description="code (declared with define_schedule) | runtime"
+    )
+
+
+class VersionView(_Camel):
+    """One version of a schedule's definition (``_voltro_schedule_definitions``)."""
+
+    version: int
+    cron: str
+    timezone: str
+    trigger: str
+    on_overlap: str
+    backfill: str
+    handler: str = Field(description="module:qualname of the handler (or workflow:NAME).")
+    effective_from: str = Field(
+        description="When it took effect: the first boot (or write) that saw it. Slots of "
+        "its cron before this instant are not owed by it."
+    )
+    source: str = Field(description="code | runtime")
+
+    @classmethod
+    def of(cls, record: DefinitionRecord) -> VersionView:
+        return cls(
+            version=record.version,
+            cron=record.cron,
+            timezone=record.timezone,
+            trigger=record.trigger,
+            on_overlap=record.on_overlap,
+            backfill=record.backfill,
+            handler=record.handler,
+            effective_from=iso_z(record.effective_from),
+            source=record.source,
+        )
+
+
+class ScheduleDetail(ScheduleView):
+    """``GET /_voltro/inspect/schedules/{name}``: the schedule as the listing shows it, with
+    its definition versions."""
+
+    versions: list[VersionView] = Field(description="Newest first.")
 
 
 class ScheduleList(_Camel):

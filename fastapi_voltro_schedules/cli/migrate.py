@@ -16,7 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from ..migrations import VOLTRO_TABLES, current_revision, redact_url, upgrade_to_head
-from ..models import CLAIMS_TABLE, LEASES_TABLE, MEMBERS_TABLE, PAUSES_TABLE, RUNS_TABLE
+from ..models import (
+    CLAIMS_TABLE,
+    DEFINITIONS_TABLE,
+    LEASES_TABLE,
+    MEMBERS_TABLE,
+    PAUSES_TABLE,
+    RUNS_TABLE,
+)
 from .common import (
     AppOption,
     CliError,
@@ -105,6 +112,13 @@ def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) 
     except Exception as exc:
         detail = _scrub(f"{type(exc).__name__}: {exc}", url)
         raise _fail("migrate", f"failed on {shown}: {detail}") from None
-    ours = (RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, MEMBERS_TABLE, LEASES_TABLE)
+    ours = (
+        RUNS_TABLE,
+        CLAIMS_TABLE,
+        PAUSES_TABLE,
+        DEFINITIONS_TABLE,
+        MEMBERS_TABLE,
+        LEASES_TABLE,
+    )
     tables = ", ".join(t for t in ours if t in VOLTRO_TABLES)
     typer.echo(f"voltro migrate: {tables} at {revision} ({dialect})")

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..catchup import BOOT_GRACE, plan_takeover, start_plan
 from ..clock import iso_z
+from ..definitions import NO_VERSIONS, Versions
 from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from ..errors import StoreUnavailableError
 from ..ledger import new_row
@@ -204,8 +205,10 @@ class Membership:
         clock: Clock,
         schedules: Sequence[Schedule],
         heartbeat_ms: int,
+        versions: Versions = NO_VERSIONS,
     ) -> None:
         self.gate = gate
+        self.versions = versions
         self.leases = gate.leases
         self.store = store
         self.clock = clock
@@ -301,7 +304,7 @@ class Membership:
             last_run = last.get(name)
             last_slot = None if last_run is None else last_run.scheduled_at
             boundary = now if last_slot is None else max(now, last_slot)
-            plan = plan_takeover(schedule, last_slot, boundary, self.handover)
+            plan = plan_takeover(schedule, last_slot, boundary, self.handover, self.versions)
             held = Held(token, boundary, valid_until, set(plan.fire) | set(plan.missed))
             self.gate.hold(name, held)
             logger.info(

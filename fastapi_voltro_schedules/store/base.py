@@ -23,6 +23,7 @@ from .records import (
     CLOCK_TRIGGERS,
     LIVE_STATUSES,
     TERMINAL_STATUSES,
+    DefinitionRecord,
     PauseRecord,
     RowWrite,
     RunOutcome,
@@ -356,6 +357,21 @@ class Store(abc.ABC):
     async def pauses(self) -> list[PauseRecord]:
         """Every row of the pauses table (one per schedule ever paused: a small table)."""
 
+    # -- definition versions ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def definitions(
+        self, names: Collection[str] | None = None
+    ) -> dict[str, list[DefinitionRecord]]:
+        """The recorded versions of each schedule of ``names`` (every schedule when ``None``),
+        newest first; a schedule with none is absent."""
+
+    @abc.abstractmethod
+    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+        """Insert each version unless its ``(name, version)`` is already recorded — then the
+        stored row stays and this one is dropped (a peer recorded that version first: read
+        back with :meth:`definitions`). Committed before this returns."""
+
     # -- lifecycle --------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -378,6 +394,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "UNCHECKED",
     "D",
+    "DefinitionRecord",
     "LineDecision",
     "PauseRecord",
     "RowWrite",

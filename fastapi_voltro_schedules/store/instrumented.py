@@ -30,7 +30,16 @@ from ..errors import StoreUnavailableError
 from ..logs import logger, run_fields
 from ..metrics import Recorded, SchedulerMetrics
 from ..outcomes import RecordedOutcome
-from .base import CLOCK_TRIGGERS, UNCHECKED, D, PauseRecord, RunOutcome, RunRecord, Store
+from .base import (
+    CLOCK_TRIGGERS,
+    UNCHECKED,
+    D,
+    DefinitionRecord,
+    PauseRecord,
+    RunOutcome,
+    RunRecord,
+    Store,
+)
 
 T = TypeVar("T")
 
@@ -286,6 +295,14 @@ class InstrumentedStore(Store):
 
     async def pauses(self) -> list[PauseRecord]:
         return await self._counted("pauses", self.inner.pauses())
+
+    async def definitions(
+        self, names: Collection[str] | None = None
+    ) -> dict[str, list[DefinitionRecord]]:
+        return await self._counted("definitions", self.inner.definitions(names))
+
+    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+        await self._counted("add_definitions", self.inner.add_definitions(records))
 
     async def queued_names(self) -> dict[str, list[RunRecord]]:
         return await self._counted("queued_names", self.inner.queued_names())

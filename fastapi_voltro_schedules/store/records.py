@@ -204,11 +204,69 @@ class PauseRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class DefinitionRecord:
+    """One row of ``_voltro_schedule_definitions``: a version of a schedule's definition and
+    the instant it took effect."""
+
+    name: str
+    version: int
+    cron: str
+    timezone: str
+    trigger: str
+    on_overlap: str
+    backfill: str
+    handler: str
+    args: str
+    source: str
+    effective_from: datetime
+    recorded_by: str = ""
+
+    def same_definition(self, other: DefinitionRecord) -> bool:
+        """Whether ``other`` defines the same slots and work (name, version, instant and
+        recorder aside): the test for "this boot changed nothing"."""
+        return self.defining == other.defining
+
+    @property
+    def defining(self) -> tuple[str, ...]:
+        return (
+            self.cron,
+            self.timezone,
+            self.trigger,
+            self.on_overlap,
+            self.backfill,
+            self.handler,
+            self.args,
+            self.source,
+        )
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "cron": self.cron,
+            "timezone": self.timezone,
+            "trigger": self.trigger,
+            "on_overlap": self.on_overlap,
+            "backfill": self.backfill,
+            "handler": self.handler,
+            "args": self.args,
+            "source": self.source,
+            "effective_from": self.effective_from,
+            "recorded_by": self.recorded_by,
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> DefinitionRecord:
+        return cls(**{key: row[key] for key in cls.__slots__})
+
+
 __all__ = [
     "CLOCK_TRIGGERS",
     "LIVE_STATUSES",
     "RUN_COLUMNS",
     "TERMINAL_STATUSES",
+    "DefinitionRecord",
     "PauseRecord",
     "RowWrite",
     "RunOutcome",

@@ -35,6 +35,7 @@ from .claims import (
     claims_won_by,
     line_lock,
 )
+from .definitions import definitions_insert, definitions_select
 from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
 from .pauses import pause_again, pause_insert, pause_resume, pauses_select
 from .reads import (
@@ -99,6 +100,8 @@ __all__ = [
     "conditional_update",
     "database_now",
     "database_now_sql",
+    "definitions_insert",
+    "definitions_select",
     "dialect_family",
     "driver_statement",
     "finish_update",

@@ -1,0 +1,240 @@
+"""Definition versions: what each schedule was, and from when (SPEC §7).
+
+Every boot compares each schedule's definition — cron, zone, trigger, overlap, backfill,
+handler, args — with the newest version recorded in ``_voltro_schedule_definitions`` and adds a
+version when it changed, effective from that boot. The versions answer one question for
+catch-up, ``missed`` accounting and the audit: *which slots does a schedule owe?* Each
+version owns the occurrences of its own cron in its own span, ``(effective_from, next
+version's effective_from]``; nothing before the first version is owed. So a cron edited
+between deploys (``15 1 * * *`` ran at 01:15, the deploy at 10:00 says ``15 2 * * *``) owes no
+02:15 today: that slot of the new cadence lies before the new version took effect — it is
+neither run again nor recorded ``missed`` (Oban #1156, Dagster #13597, Prefect #18894).
+
+A change of overlap, backfill or handler alone keeps the cadence: a version is still added (the
+inspect route shows it), but the slots owed do not change.
+
+Two replicas booting with the same new definition record one version: the primary key
+``(name, version)`` elects the first writer and the other reads its row back, so both start
+from the same ``effective_from``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .cron import CronSpec
+from .logs import logger
+from .planning import CATCH_UP_CAP, passed_slots
+from .store.base import DefinitionRecord
+
+if TYPE_CHECKING:
+    from .definition import Schedule
+    from .enums import TriggerMode
+    from .store import Store
+
+__all__ = [
+    "NO_VERSIONS",
+    "Span",
+    "Versions",
+    "definition_record",
+    "handler_name",
+    "record_versions",
+]
+
+RECORD_ATTEMPTS = 5
+"""Rounds of insert-then-read before a boot gives up recording (peers racing with different
+definitions each round: a deploy flapping, not something a boot should wait on)."""
+
+
+def handler_name(schedule: Schedule) -> str:
+    """What runs in a slot, as a stable string: the handler's module and qualified name, or
+    the workflow a ``workflow=`` schedule starts."""
+    if schedule.workflow is not None:
+        return f"workflow:{schedule.workflow.name}"
+    handler = schedule.handler
+    module = getattr(handler, "__module__", None) or type(handler).__module__
+    qualname = getattr(handler, "__qualname__", None) or type(handler).__qualname__
+    return f"{module}:{qualname}"
+
+
+def definition_record(
+    schedule: Schedule,
+    trigger: TriggerMode,
+    *,
+    effective_from: datetime,
+    version: int = 1,
+    recorded_by: str = "",
+    source: str = "code",
+    args: dict[str, Any] | None = None,
+) -> DefinitionRecord:
+    """The version row ``schedule`` would record."""
+    return DefinitionRecord(
+        name=schedule.name,
+        version=version,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        trigger=trigger.value,
+        on_overlap=schedule.on_overlap.value,
+        backfill=schedule.backfill.value,
+        handler=handler_name(schedule),
+        args=json.dumps(args or {}, sort_keys=True, separators=(",", ":")),
+        source=source,
+        effective_from=effective_from,
+        recorded_by=recorded_by,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One version's reign: its slots in ``(start, end]`` are its own (``end`` ``None``: the
+    current version, open-ended)."""
+
+    version: DefinitionRecord
+    start: datetime
+    end: datetime | None
+
+    @property
+    def spec(self) -> CronSpec:
+        return CronSpec.parse(self.version.cron, self.version.timezone)
+
+
+class Versions:
+    """The recorded versions of a scheduler's schedules, read at boot (what catch-up asks)."""
+
+    def __init__(self, by_name: dict[str, list[DefinitionRecord]]) -> None:
+        self._by_name = by_name
+
+    def of(self, name: str) -> list[DefinitionRecord]:
+        """Newest first; empty for a schedule never recorded."""
+        return list(self._by_name.get(name, ()))
+
+    def current(self, name: str) -> DefinitionRecord | None:
+        versions = self._by_name.get(name)
+        return versions[0] if versions else None
+
+    def first_effective(self, name: str) -> datetime | None:
+        """When the schedule came to exist (its first version took effect)."""
+        versions = self._by_name.get(name)
+        return versions[-1].effective_from if versions else None
+
+    def spans(self, name: str) -> list[Span]:
+        """Each cadence's reign, oldest first. Consecutive versions with the same cron, zone
+        and trigger are one span (an overlap or handler change does not move a slot)."""
+        spans: list[Span] = []
+        for record in reversed(self._by_name.get(name, ())):
+            if spans and _same_cadence(spans[-1].version, record):
+                continue
+            if spans:
+                last = spans[-1]
+                spans[-1] = Span(last.version, last.start, record.effective_from)
+            spans.append(Span(record, record.effective_from, None))
+        return spans
+
+    def owed(
+        self, schedule: Schedule, after: datetime | None, until: datetime, cap: int = CATCH_UP_CAP
+    ) -> tuple[list[datetime], bool]:
+        """The slots ``schedule`` owes in ``(after, until]`` (``after`` ``None``: since it
+        came to exist), oldest first, the newest ``cap`` of them; and whether it was capped.
+        Each span contributes its own cron's occurrences within its reign. A schedule with no
+        recorded version owes its current cron's occurrences after ``after`` (nothing without
+        one): a ledger from before versions were recorded."""
+        spans = self.spans(schedule.name)
+        if not spans:
+            return passed_slots(schedule.spec, after, until, cap) if after else ([], False)
+        slots: list[datetime] = []
+        capped = False
+        for span in spans:
+            start = span.start if after is None else max(after, span.start)
+            end = until if span.end is None else min(until, span.end)
+            if end <= start:
+                continue
+            spec = schedule.spec if span.end is None else span.spec
+            found, cut = passed_slots(spec, start, end, cap)
+            slots.extend(found)
+            capped = capped or cut
+        if len(slots) > cap:
+            slots, capped = slots[-cap:], True
+        return slots, capped
+
+    def cadence_from(self, name: str) -> datetime | None:
+        """Where the current cadence began: slots of the current cron before it are not
+        owed (``None``: never recorded)."""
+        spans = self.spans(name)
+        return spans[-1].start if spans else None
+
+
+def _same_cadence(a: DefinitionRecord, b: DefinitionRecord) -> bool:
+    return (a.cron, a.timezone, a.trigger) == (b.cron, b.timezone, b.trigger)
+
+
+NO_VERSIONS = Versions({})
+"""Nothing recorded: every schedule owes slots from its last row, as before versions."""
+
+
+async def record_versions(
+    store: Store,
+    schedules: Sequence[Schedule],
+    trigger_of: Callable[[Schedule], TriggerMode],
+    now: datetime,
+    replica_id: str,
+) -> Versions:
+    """Add a version for each schedule whose definition differs from its newest recorded one
+    (or that has none), effective ``now``; returns every schedule's versions as stored."""
+    names = [s.name for s in schedules]
+    if not names:
+        return NO_VERSIONS
+    known = await store.definitions(names)
+    # A schedule with runs but no version is older than this table (a ledger from before
+    # migration 0006): its first version is dated back to its last run, so the slots owed
+    # since then are still caught up — the upgrade must not cost a deploy's backfill.
+    unrecorded = [name for name in names if name not in known]
+    existed = await store.last_runs(unrecorded) if unrecorded else {}
+    for _ in range(RECORD_ATTEMPTS):
+        wanted: list[DefinitionRecord] = []
+        for schedule in schedules:
+            newest = known.get(schedule.name, [None])[0]
+            last = existed.get(schedule.name) if newest is None else None
+            proposal = definition_record(
+                schedule,
+                trigger_of(schedule),
+                effective_from=now if last is None else min(now, last.scheduled_at),
+                version=1 if newest is None else newest.version + 1,
+                recorded_by=replica_id,
+            )
+            if newest is None or not newest.same_definition(proposal):
+                wanted.append(proposal)
+        if not wanted:
+            return Versions(known)
+        await store.add_definitions(wanted)
+        known.update(await store.definitions([w.name for w in wanted]))
+        firsts = 0
+        for record in wanted:
+            stored = known[record.name][0]
+            if stored.version != record.version or not stored.same_definition(record):
+                continue  # a peer recorded another definition: the next round looks again
+            if stored.version == 1:
+                firsts += 1  # one line for all of them: a first boot may record thousands
+                continue
+            logger.info(
+                "schedule: definition changed  name=%s version=%d cron=%r timezone=%s "
+                "effectiveFrom=%s recordedBy=%s",
+                record.name,
+                stored.version,
+                record.cron,
+                record.timezone,
+                stored.effective_from.isoformat(),
+                stored.recorded_by,
+            )
+        if firsts:
+            logger.info("schedule: definitions recorded  new=%d", firsts)
+    logger.warning(
+        "schedule: definitions still changing under this boot after %d rounds — another "
+        "replica boots with different definitions (a deploy flapping?); going on with the "
+        "versions as stored",
+        RECORD_ATTEMPTS,
+    )
+    return Versions(known)

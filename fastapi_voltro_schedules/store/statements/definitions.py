@@ -1,0 +1,43 @@
+"""The definitions table: versions are only ever added, and ``(name, version)`` elects the one
+replica that records a change when several boot with it at once."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Insert, Select, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ...models import definitions_table
+from .dialects import dialect_family
+
+
+def definitions_insert(dialect_name: str, rows: Sequence[Mapping[str, Any]]) -> Insert:
+    """Insert version rows, skipping any ``(name, version)`` already present: a peer that
+    recorded the same version first wins, and the caller reads back what is stored."""
+    family = dialect_family(dialect_name)
+    values = [dict(r) for r in rows]
+    keys = [definitions_table.c.name, definitions_table.c.version]
+    if family == "postgresql":
+        return (
+            postgresql.insert(definitions_table)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=keys)
+        )
+    if family == "sqlite":
+        return (
+            sqlite.insert(definitions_table)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=keys)
+        )
+    return insert(definitions_table).values(values).prefix_with("IGNORE")
+
+
+def definitions_select(names: Collection[str] | None = None) -> Select[Any]:
+    """Versions, per schedule newest first (of ``names`` only, when given)."""
+    c = definitions_table.c
+    stmt = select(definitions_table).order_by(c.name, c.version.desc())
+    if names is not None:
+        stmt = stmt.where(c.name.in_(sorted(names)))
+    return stmt
