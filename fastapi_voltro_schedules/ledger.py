@@ -39,6 +39,7 @@ class Ledger:
         set by the engine), inside their own transaction."""
         self._claims: GroupCommit[str, bool] = GroupCommit(self._claim_many)
         self._inserts: GroupCommit[RunRecord, None] = GroupCommit(self._insert_many)
+        self._claimed_inserts: GroupCommit[RunRecord, bool] = GroupCommit(self._claim_and_insert)
         # A whole herd's outcomes are one item: one future per flush of the caller, not per row.
         self._finishes: GroupCommit[Sequence[RunOutcome], None] = GroupCommit(self._finish_many)
         self.holes = Holes(store, clock, replica_id)
@@ -56,6 +57,15 @@ class Ledger:
     async def insert(self, run: RunRecord) -> None:
         await self._inserts.submit(run)
 
+    async def claim_and_insert(self, run: RunRecord) -> bool:
+        """Claim ``run``'s slot and write ``run`` in one transaction; whether this replica won
+        the slot (and the row is written). Raises ``StoreUnavailableError``: fail closed. A
+        hole left at the key is repaired first, as :meth:`claim` does."""
+        key = claim_key(run.name, run.scheduled_at)
+        if self.holes.pending(key):
+            await self.holes.settle(key)
+        return await self._claimed_inserts.submit(run)
+
     async def finish_many(self, outcomes: Sequence[RunOutcome]) -> None:
         await self._finishes.submit(outcomes)
 
@@ -68,6 +78,12 @@ class Ledger:
             answers.append(key in won)
             won.discard(key)
         return answers
+
+    async def _claim_and_insert(self, runs: list[RunRecord]) -> Sequence[bool]:
+        # Two runs of one slot in a batch (two arrivals of one external slot): the store keeps
+        # the first, the second is a duplicate like any other loser.
+        inserted = await self.store.claim_and_insert(runs, self.replica_id, self._now())
+        return [run.id in inserted for run in runs]
 
     async def _insert_many(self, runs: list[RunRecord]) -> Sequence[None]:
         await self.store.insert_runs(runs)

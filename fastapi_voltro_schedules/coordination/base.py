@@ -93,3 +93,10 @@ class Gate(Protocol):
         """:meth:`elect` for the herd (``trigger="self"``): ``schedules[i]`` at ``slots[i]``,
         the outcomes aligned with them."""
         ...
+
+    def claims(self, trigger: Trigger) -> bool:
+        """Whether :meth:`elect` for ``trigger`` is the claims-row race (and nothing else): the
+        admitter then claims the slot in the same transaction as the row that records it
+        (``Store.claim_and_insert``) instead of calling :meth:`elect` — a process killed in
+        between must not hold a slot with no row."""
+        ...

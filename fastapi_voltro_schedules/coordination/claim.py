@@ -26,6 +26,9 @@ class ClaimGate:
         self._clock = clock
         self._replica_id = replica_id
 
+    def claims(self, trigger: Trigger) -> bool:
+        return True
+
     async def elect(
         self, schedule: Schedule, slot: datetime, trigger: Trigger
     ) -> CoordinationOutcome | None:

@@ -130,6 +130,11 @@ class ClusterGate:
 
     # -- the Gate protocol ------------------------------------------------------------------
 
+    def claims(self, trigger: Trigger) -> bool:
+        # Own firings are fenced by the lease (rows written through :meth:`insert`); an
+        # external arrival is elected by its claim alone.
+        return trigger is Trigger.EXTERNAL
+
     async def elect(
         self, schedule: Schedule, slot: datetime, trigger: Trigger
     ) -> CoordinationOutcome | None:

@@ -21,6 +21,9 @@ class SingleGate:
     def __init__(self, claims: ClaimGate) -> None:
         self._claims = claims
 
+    def claims(self, trigger: Trigger) -> bool:
+        return trigger is Trigger.EXTERNAL
+
     async def elect(
         self, schedule: Schedule, slot: datetime, trigger: Trigger
     ) -> CoordinationOutcome | None:

@@ -96,6 +96,16 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def claim_and_insert(
+        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+    ) -> set[str]:
+        """Claim each run's slot (its :func:`~..models.claim_key`) and insert the rows of the
+        slots this call won, in one transaction per chunk of keys; returns the ids of the runs
+        inserted. A claim never lands without its row, nor a row without its claim: a process
+        killed halfway leaves neither. Same election per key as :meth:`claim_many`; errors as
+        :meth:`claim` (on an error no run is reported inserted)."""
+
+    @abc.abstractmethod
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
         """Delete at most ``limit`` claims rows with ``claimed_at < older_than``, oldest first,
         in small batches (short transactions); returns how many were deleted."""
@@ -151,6 +161,20 @@ class Store(abc.ABC):
         abandoned once". ``values`` are column names of the runs table (not ``id``); enums are
         stored as their values. An unknown column raises ``TypeError``.
         """
+
+    @abc.abstractmethod
+    async def claim_turn(
+        self,
+        key: str,
+        replica_id: str,
+        claimed_at: datetime,
+        name: str,
+        decide: Callable[[list[RunRecord]], D],
+    ) -> D | None:
+        """:meth:`take_turn` behind the slot's claim, in the same transaction: the claims row
+        ``key`` is inserted first; if it was already there, nothing is written and ``None``
+        returned (another replica has the slot). A process killed halfway leaves neither the
+        claim nor the line's row."""
 
     @abc.abstractmethod
     async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:

@@ -35,6 +35,7 @@ from .base import (
     UNCHECKED,
     D,
     DefinitionRecord,
+    LineDecision,
     PauseRecord,
     RunOutcome,
     RunRecord,
@@ -180,6 +181,17 @@ class InstrumentedStore(Store):
             "claim_many", self.inner.claim_many(keys, replica_id, claimed_at)
         )
 
+    async def claim_and_insert(
+        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+    ) -> set[str]:
+        try:
+            inserted = await self.inner.claim_and_insert(runs, replica_id, claimed_at)
+        except StoreUnavailableError:
+            self._error("claim_and_insert")
+            raise
+        self._observe_rows([r for r in runs if r.id in inserted], soon=True)
+        return inserted
+
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
         return await self._counted("prune_claims", self.inner.prune_claims(older_than, limit))
 
@@ -257,12 +269,33 @@ class InstrumentedStore(Store):
         if row is not None and row.status is status:
             self._observe_rows([row])
 
+    async def claim_turn(
+        self,
+        key: str,
+        replica_id: str,
+        claimed_at: datetime,
+        name: str,
+        decide: Callable[[list[RunRecord]], D],
+    ) -> D | None:
+        try:
+            plan = await self.inner.claim_turn(key, replica_id, claimed_at, name, decide)
+        except StoreUnavailableError:
+            self._error("claim_turn")
+            raise
+        if plan is not None:
+            await self._observe_turn(plan)
+        return plan
+
     async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
         try:
             plan = await self.inner.take_turn(name, decide)
         except StoreUnavailableError:
             self._error("take_turn")
             raise
+        await self._observe_turn(plan)
+        return plan
+
+    async def _observe_turn(self, plan: LineDecision) -> None:
         # What the line committed: a new queued row, turns taken (running), occurrences
         # written off past the adoption bound (missed).
         if plan.insert is not None:
@@ -271,7 +304,6 @@ class InstrumentedStore(Store):
             status = write.values.get("status")
             if status is not None:
                 await self._observe_update(write.run_id, RunStatus(str(status)))
-        return plan
 
     def change_stamp(self) -> tuple[float, Hashable] | None:
         return self.inner.change_stamp()

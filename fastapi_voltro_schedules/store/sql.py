@@ -17,15 +17,15 @@ from .engines import (
     make_engine,
 )
 from .sql_changes import SQLChanges
-from .sql_claims import MAX_KEY_LENGTH, SQLClaims
+from .sql_claimed_rows import SQLClaimedRows
+from .sql_claims import MAX_KEY_LENGTH
 from .sql_connections import OPERATION_TIMEOUT_S
 from .sql_definitions import SQLDefinitions
 from .sql_pauses import SQLPauses
 from .sql_reads import SQLReads
-from .sql_writes import SQLWrites
 
 
-class SQLStore(SQLClaims, SQLWrites, SQLReads, SQLChanges, SQLPauses, SQLDefinitions):
+class SQLStore(SQLClaimedRows, SQLReads, SQLChanges, SQLPauses, SQLDefinitions):
     """The store on a SQLAlchemy ``AsyncEngine``."""
 
 

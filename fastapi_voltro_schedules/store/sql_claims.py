@@ -7,7 +7,7 @@ replicas claiming the same slots neither deadlocks nor queues key by key.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -29,9 +29,7 @@ class SQLClaims(SQLConnections):
         self, keys: Sequence[str], replica_id: str, claimed_at: datetime
     ) -> set[str]:
         aware(claimed_at, "claimed_at")
-        for key in keys:
-            if len(key) > MAX_KEY_LENGTH:
-                raise ValueError(f"claim key longer than {MAX_KEY_LENGTH} characters: {key!r}")
+        self._check_keys(keys)
         # Each statement locks its keys in sorted order, so concurrent batches cannot deadlock.
         ordered = sorted(set(keys))
         chunks = [ordered[i : i + q.CLAIM_CHUNK] for i in range(0, len(ordered), q.CLAIM_CHUNK)]
@@ -45,6 +43,12 @@ class SQLClaims(SQLConnections):
         for chunk in chunks:
             won |= await self._attempt("claim", self._claim_chunk(chunk, replica_id, claimed_at))
         return won
+
+    @staticmethod
+    def _check_keys(keys: Iterable[str]) -> None:
+        for key in keys:
+            if len(key) > MAX_KEY_LENGTH:
+                raise ValueError(f"claim key longer than {MAX_KEY_LENGTH} characters: {key!r}")
 
     def _claim_chunk(
         self, chunk: list[str], replica_id: str, claimed_at: datetime

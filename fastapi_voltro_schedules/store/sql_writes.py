@@ -123,17 +123,47 @@ class SQLWrites(SQLConnections):
     async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
         for _ in range(RETRY_ATTEMPTS):
             try:
-                return await self._attempt("take_turn", self._turn_work(name, decide))
+                plan = await self._attempt("take_turn", self._turn_work(name, decide))
+                assert plan is not None  # only a claim can be lost
+                return plan
             except _TurnMoved:
                 continue  # a beat landed between our read and our write: look again
         raise StoreUnavailableError(
             f"store take_turn: the line of {name!r} kept moving under {RETRY_ATTEMPTS} looks"
         )
 
+    async def claim_turn(
+        self,
+        key: str,
+        replica_id: str,
+        claimed_at: datetime,
+        name: str,
+        decide: Callable[[list[RunRecord]], D],
+    ) -> D | None:
+        aware(claimed_at, "claimed_at")
+        claim = {"key": key, "replica_id": replica_id, "claimed_at": claimed_at}
+        for _ in range(RETRY_ATTEMPTS):
+            try:
+                return await self._attempt("claim_turn", self._turn_work(name, decide, claim))
+            except _TurnMoved:
+                continue
+        raise StoreUnavailableError(
+            f"store claim_turn: the line of {name!r} kept moving under {RETRY_ATTEMPTS} looks"
+        )
+
     def _turn_work(
-        self, name: str, decide: Callable[[list[RunRecord]], D]
-    ) -> Callable[[AsyncConnection], Awaitable[D]]:
-        async def work(conn: AsyncConnection) -> D:
+        self,
+        name: str,
+        decide: Callable[[list[RunRecord]], D],
+        claim: dict[str, Any] | None = None,
+    ) -> Callable[[AsyncConnection], Awaitable[D | None]]:
+        async def work(conn: AsyncConnection) -> D | None:
+            if claim is not None:
+                # The slot's claim first, in the turn's own transaction: lost, nothing is
+                # written; won, it commits with the row the turn writes (or not at all).
+                statement = q.claim_insert(conn.dialect.name, [claim], returning=False)
+                if (await conn.execute(statement)).rowcount != 1:
+                    return None
             now = _utcnow()
             # The lock: an UPDATE of the line's claims row (created on first use). Insert-then-
             # update would deadlock on MySQL (two shared locks from the duplicate insert, both
