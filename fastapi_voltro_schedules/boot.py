@@ -124,6 +124,7 @@ def build_engine(scheduling: Scheduling, store: Store) -> Engine:
         shutdown_grace_ms=config.shutdown_grace_ms,
         run_retention_ms=config.run_retention_ms,
         watched_names=[s.name for s in scheduling.schedules],
+        overlaps={s.name: s.on_overlap for s in scheduling.schedules},
         adoption_window_ms=config.queue_adoption_window_ms,
         change_strategy=change_strategy(config, store),
         pauses=scheduling.pauses if scheduling.pauses is not None else NO_PAUSES,

@@ -14,7 +14,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ from .coordination import (
 )
 from .definitions import NO_VERSIONS, Versions
 from .dispatcher import Dispatcher, Firing
-from .enums import ChangeStrategy, Coordination, RunStatus, Trigger
+from .enums import ChangeStrategy, Coordination, OverlapPolicy, RunStatus, Trigger
 from .errors import StoreUnavailableError
 from .gcpacing import shared_pacer
 from .logs import logger
@@ -79,6 +79,7 @@ class Engine:
         shutdown_grace_ms: int,
         run_retention_ms: int | None,
         watched_names: Sequence[str] = (),
+        overlaps: Mapping[str, OverlapPolicy] | None = None,
         adoption_window_ms: int | None = None,
         change_strategy: ChangeStrategy = ChangeStrategy.POLL,
         queue_metrics: QueueMetrics | None = None,
@@ -174,6 +175,7 @@ class Engine:
             run_retention_ms=run_retention_ms,
             watched_names=list(watched_names) or [s.name for s in self.schedules],
             queue_metrics=queue_metrics,
+            overlaps=overlaps or {s.name: s.on_overlap for s in self.schedules},
         )
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()

@@ -23,13 +23,13 @@ first batch is timed half-way between two whole seconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .config import DEFAULT_CLAIM_RETENTION_MS
-from .enums import RunStatus
+from .enums import OverlapPolicy, RunStatus
 from .errors import StoreUnavailableError
 from .ledger import mark_abandoned
 from .logs import logger
@@ -69,8 +69,9 @@ HERD_CLEARANCE_SECONDS = 0.2
 """After a whole second passed, the next batch waits this long past it: the herd's admission
 (claims, rows) goes first."""
 WRITTEN_OFF = "written-off"
-"""``error_tag`` of a queued row written off at boot because its schedule is no longer
-declared (distinct from ``abandoned``: a waiter that died and was not adopted in time)."""
+"""``error_tag`` of a queued row written off at boot because its schedule has no line any
+more — no longer declared, or no longer ``on_overlap="queue"`` (distinct from ``abandoned``: a
+waiter that died and was not adopted in time)."""
 
 
 class Maintenance:
@@ -85,6 +86,7 @@ class Maintenance:
         watched_names: Sequence[str],
         queue_metrics: QueueMetrics | None = None,
         claim_retention_ms: int | None = None,
+        overlaps: Mapping[str, OverlapPolicy] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -104,6 +106,9 @@ class Maintenance:
         self.watched_names = list(watched_names)
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
         self.queue_metrics = queue_metrics
+        self.overlaps = dict(overlaps or {})
+        """Each declared schedule's ``on_overlap`` (by name); one not given counts as
+        ``queue`` — its queued rows are left to its line."""
 
     async def reaper_loop(self) -> None:
         interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
@@ -134,12 +139,16 @@ class Maintenance:
         return marked
 
     async def write_off(self) -> int:
-        """Boot: record ``missed`` (``error_tag="written-off"``) the silent ``queued`` rows of
-        names this app no longer declares — renamed or deleted, that name never fires again, so
-        nothing could ever adopt them, and the retention sweep keeps queued rows forever. Each
-        is counted ``abandoned`` (its work will not run). A beating waiter under an unknown name
-        belongs to another deployment sharing the database: left alone. Every write compares
-        the beat it judged, so a waiter that beat meanwhile is not touched."""
+        """Boot: record ``missed`` (``error_tag="written-off"``) the silent ``queued`` rows no
+        line will ever reach — of names this app no longer declares (renamed or deleted, that
+        name never fires again), and of declared schedules no longer ``on_overlap="queue"``
+        (their firings never look at the line again) — so nothing could ever adopt them, and
+        the retention sweep keeps queued rows forever. Each is counted ``abandoned`` (its work
+        will not run). A beating waiter is left alone: under an unknown name it belongs to
+        another deployment sharing the database; under a declared one, to a replica still
+        running the previous version (its line is its own until it stops; then the next boot
+        writes it off). Every write compares the beat it judged, so a waiter that beat
+        meanwhile is not touched."""
         try:
             queued = await self.store.queued_names()
         except StoreUnavailableError as exc:
@@ -149,8 +158,19 @@ class Maintenance:
         now = self.clock.now()
         written = 0
         for name, rows in queued.items():
-            if name in declared:
+            policy = self.overlaps.get(name, OverlapPolicy.QUEUE)
+            if name in declared and policy is OverlapPolicy.QUEUE:
                 continue
+            if name in declared:
+                why = f"no longer on_overlap=queue (now {policy.value})"
+                reason = (
+                    f'schedule "{name}" is no longer on_overlap="queue" (now "{policy.value}"): '
+                    "its queued firing never gets a turn"
+                )
+            else:
+                why = "no longer declared"
+                reason = f'schedule "{name}" is no longer declared (renamed or deleted): its '
+                reason += "queued firing can never run"
             count = 0
             for row in rows:
                 if is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms):
@@ -164,8 +184,7 @@ class Maintenance:
                         status=RunStatus.MISSED,
                         finished_at=now,
                         error_tag=WRITTEN_OFF,
-                        error_message=f'schedule "{name}" is no longer declared (renamed or '
-                        "deleted): its queued firing can never run — written off at boot",
+                        error_message=f"{reason} — written off at boot",
                     )
                 except StoreUnavailableError as exc:
                     logger.warning(
@@ -182,8 +201,8 @@ class Maintenance:
                 if self.queue_metrics is not None:
                     self.queue_metrics.recoveries.labels(name=name, outcome="abandoned").inc(count)
                 logger.warning(
-                    "scheduler: wrote off queued firings of a schedule no longer declared  "
-                    "name=%s rows=%d",
+                    "scheduler: wrote off queued firings of a schedule %s  name=%s rows=%d",
+                    why,
                     name,
                     count,
                 )

@@ -21,6 +21,16 @@ What "paused" means, at each place a firing can start:
 * **Run now and a range backfill** are refused with ``409 paused`` and the remedy (resume
   first): an operator who paused a schedule because it is broken should not fire it by a
   stray click. A range backfill already running when the pause lands runs to its end.
+* **a firing waiting in its line** (``on_overlap="queue"``: a ``queued`` row in the durable
+  line, or a waiter in the in-process chain on SQLite) is *held*, not dropped and not written
+  off: the line is work that must happen, in order. When its turn comes while paused it does
+  not start — it stays ``queued`` and keeps its place (a queued row keeps beating, so nothing
+  adopts it; the chain's waiter keeps the line handed to it), no later firing passes it, and
+  it takes its turn after the resume, in ``scheduled_at`` order, before any occurrence after
+  the resume. Nothing of the schedule starts while paused. A held waiter whose replica stops
+  during the pause is a dead waiter like any other: the next firing after the resume adopts it
+  within the adoption bound (measured from its last beat: a pause does not stretch it), or
+  records it ``missed`` past it. A run already in flight when the pause lands runs to its end.
 
 The cache fails safe in one direction only: when the table cannot be read, the last copy is
 kept (a paused schedule stays paused) and a warning is logged once per outage.
@@ -101,6 +111,20 @@ class PauseView:
         """``slots`` without those :meth:`holds` refuses."""
         return [slot for slot in slots if not self.holds(name, slot)]
 
+    async def until_resumed(self, name: str) -> None:
+        """Return once ``name`` is not paused (at once when it is not): a held queue waiter's
+        wait. Looks again at least every :data:`REFRESH_SECONDS`, and at once when this
+        process resumes it."""
+        while True:
+            await self.current()
+            if not self.is_paused(name):
+                return
+            await self._next_look()
+
+    async def _next_look(self) -> None:
+        """Wait until the copy may have changed: :data:`REFRESH_SECONDS` (real time)."""
+        await anyio.sleep(REFRESH_SECONDS)
+
 
 NO_PAUSES = PauseView()
 
@@ -133,9 +157,23 @@ class Pauses(PauseView):
         self._current_for: Hashable = None
         """The store's change stamp the copy is known to be current for."""
         self._checking = anyio.Lock()
+        self._change: anyio.Event | None = None
+        """Set (and dropped) when the copy changes: held queue waiters look again at once."""
 
     def get(self, name: str) -> PauseRecord | None:
         return self._records.get(name)
+
+    async def _next_look(self) -> None:
+        """Wait for a change of the copy, at most :data:`REFRESH_SECONDS`."""
+        if self._change is None:
+            self._change = anyio.Event()
+        with anyio.move_on_after(REFRESH_SECONDS):
+            await self._change.wait()
+
+    def _announce(self) -> None:
+        change, self._change = self._change, None
+        if change is not None:
+            change.set()
 
     def all(self) -> dict[str, PauseRecord]:
         return dict(self._records)
@@ -144,6 +182,7 @@ class Pauses(PauseView):
         """Replace the copy with the table. Raises ``StoreUnavailableError`` (copy kept)."""
         rows = await self.store.pauses()
         self._records = {row.name: row for row in rows}
+        self._announce()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the copy current until cancelled: every :data:`REFRESH_SECONDS` — or, on a
@@ -231,4 +270,5 @@ class Pauses(PauseView):
         if record is not None:
             self._records[name] = record
             logger.info("schedule: resumed  name=%s by=%s", name, record.resumed_by)
+            self._announce()
         return record

@@ -10,13 +10,12 @@ in ``scheduled_at`` order), the other schedules keep firing, and nothing is logg
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
+from support.queue_lines import Line
 from support.running import runs_of
 from support.waiting import wait_until
 
@@ -39,36 +38,6 @@ T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
 
 def minute(n: int) -> datetime:
     return datetime(2026, 6, 1, 12, n, tzinfo=UTC)
-
-
-class Line:
-    """A handler that records when each of its runs started and ended (real time), and lets
-    the test hold a run open."""
-
-    def __init__(self) -> None:
-        self.spans: list[tuple[datetime, float, float | None]] = []
-        self.gates: dict[datetime, anyio.Event] = {}
-        self.hold = False
-
-    async def __call__(self, ctx: ScheduleContext) -> None:
-        index = len(self.spans)
-        self.spans.append((ctx.scheduled_at, time.monotonic(), None))
-        if self.hold:
-            gate = self.gates.setdefault(ctx.scheduled_at, anyio.Event())
-            await gate.wait()
-        else:
-            await anyio.sleep(0.05)  # why this sleep is safe: it is the run's work, any length
-        slot, start, _ = self.spans[index]
-        self.spans[index] = (slot, start, time.monotonic())
-
-    def release(self, slot: datetime) -> None:
-        self.gates.setdefault(slot, anyio.Event()).set()
-
-    def assert_serial_in_order(self) -> None:
-        for (_, _, end), (_, start, _) in zip(self.spans, self.spans[1:], strict=False):
-            assert end is not None and end <= start, f"two runs at once: {self.spans}"
-        slots = [slot for slot, _, _ in self.spans]
-        assert slots == sorted(slots), f"out of scheduled_at order: {slots}"
 
 
 def no_errors(caplog: pytest.LogCaptureFixture) -> None:

@@ -4,8 +4,9 @@ Real rows on Postgres and MariaDB (and SQLite, where the line writes no queued r
 but a database shared with a multi-instance deployment may still hold some). A queued row of a
 schedule that was renamed away is written off at the next boot — ``missed`` with
 ``error_tag="written-off"``, counted ``abandoned`` — but only when it is also silent: a waiter
-still beating under a name this app does not know belongs to another deployment. The retention
-sweep deletes old finished rows and never a queued one.
+still beating under a name this app does not know belongs to another deployment. So is the
+queued row of a schedule still declared but no longer ``on_overlap="queue"``: its firings never
+look at the line again. The retention sweep deletes old finished rows and never a queued one.
 """
 
 from __future__ import annotations
@@ -16,15 +17,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
+from support.queue_lines import Line
+from support.running import runs_of
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
     RunStatus,
+    Schedule,
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
     Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.enums import CoordinationOutcome
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, create_store, new_run_id
@@ -108,6 +114,75 @@ async def test_boot_writes_off_silent_queued_rows_of_undeclared_names_and_keeps_
         "rows=2" in caplog.text
     )
     assert foreign not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mariadb", marks=pytest.mark.mariadb),
+    ],
+)
+async def test_boot_writes_off_the_queued_rows_of_a_schedule_no_longer_queue(
+    store: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = request.getfixturevalue(f"{store}_url")
+    await upgrade_to_head(url)
+    name = f"batch-{uuid.uuid4().hex[:8]}"
+    line = Line()
+    line.hold = True
+
+    def batch(on_overlap: str) -> Schedule:
+        return define_schedule(
+            name=name, cron="* * * * *", timezone="UTC", on_overlap=on_overlap, handler=line
+        )
+
+    # A queue schedule leaves a firing in line: 12:01 runs (held open), 12:02 waits behind it
+    # as a queued row; then the replica stops (the held run is cancelled past a short grace).
+    clock = ManualClock(T0)
+    config = SchedulingConfig(database_url=url, replica_id="old-pod", shutdown_grace_ms=50)
+    first = Scheduling([batch("queue")], config=config, clock=clock)
+    async with first.run():
+        await clock.advance(30)
+        await wait_until(lambda: len(line.spans) == 1, what="12:01 to start")
+        await clock.advance(60)
+
+        async def queued() -> list[RunRecord]:
+            return [r for r in await runs_of(first, name) if r.status is RunStatus.QUEUED]
+
+        (waiter,) = await wait_until(queued, what="12:02's queued row")
+    assert waiter.scheduled_at == datetime(2026, 6, 1, 12, 2, tzinfo=UTC)
+
+    # The next deploy declares it on_overlap="skip": no firing of it looks at the line again.
+    before = _abandoned(name)
+    later = T0 + timedelta(minutes=10)  # the waiter silent far past 3 heartbeats
+    config = SchedulingConfig(database_url=url, replica_id="new-pod")
+    skip = batch("skip")
+    second = Scheduling([skip], config=config, clock=ManualClock(later))
+    with caplog.at_level(logging.WARNING, logger="fastapi_voltro_schedules"):
+        async with second.run():
+            rows = {r.id: r for r in await runs_of(second, name)}
+    after = rows[waiter.id]
+    assert after.status is RunStatus.MISSED, after
+    assert after.error_tag == "written-off"
+    assert (
+        after.error_message and 'no longer on_overlap="queue" (now "skip")' in after.error_message
+    )
+    assert after.finished_at == later
+    assert after.trigger is Trigger.SELF and after.replica_id == "old-pod"
+    assert not [r for r in rows.values() if r.status is RunStatus.QUEUED]
+    assert _abandoned(name) - before == 1
+    assert (
+        "scheduler: wrote off queued firings of a schedule no longer on_overlap=queue (now skip)"
+        f"  name={name} rows=1" in caplog.text
+    )
+    assert len(line.spans) == 1  # the written-off firing never ran
+    audit_store = create_store(url)
+    try:
+        report = await audit_ledger(audit_store, [skip], T0 - timedelta(hours=1), later, now=later)
+    finally:
+        await audit_store.dispose()
+    assert report.clean, report.text()
 
 
 @pytest.mark.parametrize("store", STORES)

@@ -25,6 +25,7 @@ from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction
 from ..store import RunRecord, new_run_id, new_run_ids
 from .base import Admission, Gate, Step, Turn, Verdict
+from .queue import hold_while_paused
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -223,7 +224,7 @@ class Admitter:
         queued = plan.insert or me
         if plan.blocker is not None:
             self.line.log_wait(schedule, plan.blocker)
-        turn = self.line.turn(schedule, queued)
+        turn = self.line.turn(schedule, queued, self.pauses)
         if plan.action is TurnAction.ADOPT and plan.run is not None:
             return Admission(Verdict.QUEUED, queued, _Adopted(plan.run, turn))
         return Admission(Verdict.QUEUED, queued, turn)
@@ -258,6 +259,8 @@ class Admitter:
         queued = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome, run_id)
 
         async def start(row: RunRecord) -> RunRecord | None:
+            # The line is handed to this firing: paused, it keeps it (nothing runs) until resumed.
+            await hold_while_paused(self.pauses, schedule, row)
             running = self.row(
                 schedule, row.scheduled_at, RunStatus.RUNNING, row.trigger, outcome, row.id
             )

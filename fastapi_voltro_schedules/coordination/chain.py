@@ -46,6 +46,9 @@ class Chain:
         self._waiting: dict[str, list[_Waiter]] = {}
         self._reserved: dict[str, str] = {}
         """Per schedule: the run id the line was handed to, until its run is in flight."""
+        self._handed: dict[str, _Waiter] = {}
+        """Per schedule: the waiter the line was handed to, until its run is in flight — its
+        turn may be held a while (a paused schedule), and it still waits meanwhile."""
         self._seq = itertools.count()
         inflight.on_end.append(self.wake)
 
@@ -70,7 +73,8 @@ class Chain:
     def pending(self) -> list[RunRecord]:
         """The firings waiting here, as the (unwritten) ``queued`` rows whose ids their runs
         will carry — what the run routes answer for them meanwhile."""
-        return [w.queued for ws in self._waiting.values() for w in ws if w.queued is not None]
+        waiters = [*self._handed.values(), *(w for ws in self._waiting.values() for w in ws)]
+        return [w.queued for w in waiters if w.queued is not None]
 
     def enqueue(
         self,
@@ -87,11 +91,13 @@ class Chain:
         """The reserved run is in flight (its row written): the reservation ends."""
         if self._reserved.get(name) == run_id:
             del self._reserved[name]
+            self._handed.pop(name, None)
 
     def give_up(self, name: str, run_id: str) -> None:
         """The reserved run will not start (insert failed, cancelled): hand the line on."""
         if self._reserved.get(name) == run_id:
             del self._reserved[name]
+            self._handed.pop(name, None)
             self.wake(name)
 
     def leave(self, name: str, waiter: _Waiter) -> None:
@@ -108,6 +114,7 @@ class Chain:
             return
         head = waiting.pop(0)
         self._reserved[name] = head.run_id
+        self._handed[name] = head
         head.handed.set()
 
 

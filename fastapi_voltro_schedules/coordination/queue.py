@@ -13,6 +13,11 @@ with its own trigger and coordination outcome, stamped with the adopter's ``repl
 within the adoption bound, or records it ``missed`` (counted ``abandoned``) past it. A waiter
 that was only slow finds its row no longer its own and stands down.
 
+A waiter whose schedule is paused is *held* (:func:`hold_while_paused`): it stops looking at
+the line — so it neither starts nor adopts — and keeps beating its row, so its place is kept and
+nothing adopts it; it looks again once the schedule is resumed. The in-process chain holds its
+waiters the same way when their turn comes (see :mod:`~fastapi_voltro_schedules.pauses`).
+
 A waiter looks again when the ledger changes (a terminal write here, or a ``NOTIFY`` under
 ``change_strategy="cdc"``) and at least every :data:`POLL_SECONDS`. Only this replica's
 earliest waiter of a schedule answers a change: a later one cannot be next while an earlier
@@ -35,6 +40,7 @@ from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import StoreUnavailableError
 from ..logs import logger
+from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction, TurnPlan, adoption_bound, plan_turn
 from .base import Step
 
@@ -148,8 +154,11 @@ class DurableLine:
                 _iso_ms(blocker.scheduled_at),
             )
 
-    def turn(self, schedule: Schedule, queued: RunRecord) -> LineTurn:
-        turn = LineTurn(self, schedule, queued)
+    def turn(
+        self, schedule: Schedule, queued: RunRecord, pauses: PauseView = NO_PAUSES
+    ) -> LineTurn:
+        """``queued`` waits its turn; held while ``pauses`` says the schedule is paused."""
+        turn = LineTurn(self, schedule, queued, pauses)
         bisect.insort(self._waiting.setdefault(schedule.name, []), turn)
         return turn
 
@@ -171,10 +180,17 @@ class DurableLine:
 class LineTurn:
     """One firing's ``queued`` row, waiting: beats while it waits, looks on every change."""
 
-    def __init__(self, line: DurableLine, schedule: Schedule, queued: RunRecord) -> None:
+    def __init__(
+        self,
+        line: DurableLine,
+        schedule: Schedule,
+        queued: RunRecord,
+        pauses: PauseView = NO_PAUSES,
+    ) -> None:
         self._line = line
         self._schedule = schedule
         self._queued = queued
+        self._pauses = pauses
         self._queued_at = queued.fired_at or line.clock.now()
         self._beat: Watched | None = line.watchdog.keep_alive(queued.id, self._queued_at)
         self._done = False
@@ -199,6 +215,8 @@ class LineTurn:
         line, schedule = self._line, self._schedule
         blocker_seen: str | None = None
         while not self._done:
+            # Paused: no look at all (a look may start or adopt) until resumed; the row beats.
+            await hold_while_paused(self._pauses, schedule, self._queued)
             # Subscribe before looking: a change that lands during the look still wakes us.
             event = line.wakeups.event(schedule.name)
             try:
@@ -256,6 +274,27 @@ class LineTurn:
             self._line.watchdog.unwatch(self._beat)
             self._beat = None
         self._line.metrics.queued.labels(name=self._schedule.name).dec()
+
+
+async def hold_while_paused(pauses: PauseView, schedule: Schedule, queued: RunRecord) -> None:
+    """The queued firing ``queued`` of ``schedule`` is about to take its turn: while the
+    schedule is paused it is held here, keeping its place in the line, and returns once the
+    schedule is resumed (at once when it is not paused)."""
+    await pauses.current()
+    if not pauses.is_paused(schedule.name):
+        return
+    logger.info(
+        "schedule: paused — queued firing held in line  name=%s runId=%s scheduledAt=%s",
+        schedule.name,
+        queued.id,
+        iso_z(queued.scheduled_at),
+    )
+    await pauses.until_resumed(schedule.name)
+    logger.info(
+        "schedule: resumed — queued firing takes its turn  name=%s runId=%s",
+        schedule.name,
+        queued.id,
+    )
 
 
 def _iso_ms(at: datetime) -> str:
