@@ -110,8 +110,14 @@ class Admitter:
             await self.pauses.current()
             if self.pauses.holds(schedule.name, slot):
                 return Admission(Verdict.PAUSED)
+            claim_as = Trigger.EXTERNAL if fallback else trigger
+            if self.gate.claims(claim_as):
+                # The claims-row race: the claim commits with the row that records the slot.
+                if schedule.on_overlap is not OverlapPolicy.QUEUE:
+                    return await self._claim_with_row(schedule, slot, trigger, claim_as)
+                if self.line is not None:
+                    return await self._queue(schedule, slot, trigger, _claimed(claim_as), True)
             try:
-                claim_as = Trigger.EXTERNAL if fallback else trigger
                 elected = await self.gate.elect(schedule, slot, claim_as)
             except StoreUnavailableError as exc:
                 # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
@@ -133,6 +139,51 @@ class Admitter:
         return await self._run(
             schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
         )
+
+    async def _claim_with_row(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, claim_as: Trigger
+    ) -> Admission:
+        """The claims-row race, decided and recorded in one transaction: the overlap rule is
+        read first (a ``skip`` looks for a live run before claiming), then the slot's claim
+        and the row saying what became of it land together (``Store.claim_and_insert``)."""
+        outcome = _claimed(claim_as)
+        holder: RunRecord | None = None
+        now = self.clock.now()
+        if schedule.on_overlap is OverlapPolicy.SKIP:
+            try:
+                holder = await self.skip.holder(schedule, now)
+            except StoreUnavailableError as exc:
+                # Fail closed, nothing claimed: the hole repair records the slot once the
+                # store is back (or another replica fires it meanwhile).
+                logger.warning(
+                    "schedule: overlap check failed — not firing (fail-closed)  name=%s "
+                    "slot=%s: %s",
+                    schedule.name,
+                    iso_z(slot),
+                    exc,
+                )
+                self._hole(schedule, slot, trigger, None)
+                return Admission(Verdict.UNAVAILABLE)
+        status = RunStatus.RUNNING if holder is None else RunStatus.SKIPPED
+        row = self.row(schedule, slot, status, trigger, outcome, now=now)
+        try:
+            won = await self.ledger.claim_and_insert(row)
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: claim failed — not firing (fail-closed)  name=%s slot=%s: %s",
+                schedule.name,
+                iso_z(slot),
+                exc,
+            )
+            self._hole(schedule, slot, trigger, None)
+            return Admission(Verdict.UNAVAILABLE)
+        if not won:
+            return Admission(Verdict.LOST)
+        if holder is not None:
+            self.skip.log_skip(schedule, holder, now)
+            return Admission(Verdict.SKIPPED, row)
+        self.inflight.add(row)
+        return Admission(Verdict.RUN, row)
 
     async def _write(self, run: RunRecord) -> bool:
         """Insert one firing's row; ``False``: the lease fence refused it (not ours now)."""
@@ -201,13 +252,26 @@ class Admitter:
         return Admission(Verdict.SKIPPED, skipped)
 
     async def _queue(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        claim: bool = False,
     ) -> Admission:
+        """``claim``: the slot is not claimed yet — its claim is taken in the transaction of
+        the first look at the line (``DurableLine.join``)."""
         if self.line is None:
             return await self._chain(schedule, slot, trigger, outcome)
         me = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome)
         try:
-            plan = await self.line.look(schedule, me, new=True)
+            if claim:
+                joined = await self.line.join(schedule, me)
+                if joined is None:
+                    return Admission(Verdict.LOST)
+                plan = joined
+            else:
+                plan = await self.line.look(schedule, me, new=True)
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: could not join the queue — not firing (fail-closed)  name=%s slot=%s: "
@@ -216,7 +280,7 @@ class Admitter:
                 iso_z(slot),
                 exc,
             )
-            self._hole(schedule, slot, trigger, outcome)
+            self._hole(schedule, slot, trigger, None if claim else outcome)
             return Admission(Verdict.UNAVAILABLE)
         if plan.action is TurnAction.START and plan.run is not None:
             self.inflight.add(plan.run)
@@ -288,8 +352,14 @@ class Admitter:
             schedules, slots = [schedules[i] for i in kept], [slots[i] for i in kept]
         if not schedules:
             return [], []
+        # advisoryLock: the claims are taken with the rows, in one transaction (below).
+        atomic = self.gate.claims(Trigger.SELF)
         try:
-            outcomes = await self.gate.elect_many(schedules, slots)
+            outcomes: Sequence[CoordinationOutcome | None] = (
+                [CoordinationOutcome.WON_LOCK] * len(schedules)
+                if atomic
+                else await self.gate.elect_many(schedules, slots)
+            )
         except StoreUnavailableError as exc:
             logger.warning(
                 "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
@@ -318,15 +388,18 @@ class Admitter:
                     elsewhere[row.name].append(row)
             except StoreUnavailableError as exc:
                 # Fail closed for the skip schedules only: they cannot see the cluster.
+                first = next(i for i in won if schedules[i].name == ask[0])
                 logger.warning(
-                    "schedule: overlap check failed — not firing (fail-closed)  schedules=%d "
-                    "first=%s: %s",
+                    "schedule: overlap check failed — not firing (fail-closed)  slots=%d "
+                    "first=%s@%s: %s",
                     len(ask),
                     ask[0],
+                    iso_z(slots[first]),
                     exc,
                 )
                 blind = set(ask)
         rows: list[RunRecord] = []
+        holders: dict[str, tuple[Schedule, RunRecord]] = {}
         starting: list[Schedule] = []
         runs: list[RunRecord] = []
         for i, run_id in zip(won, new_run_ids(len(won)), strict=True):
@@ -334,7 +407,7 @@ class Admitter:
             outcome = outcomes[i]
             assert outcome is not None
             if schedule.name in blind:
-                self._hole(schedule, slot, Trigger.SELF, outcome)
+                self._hole(schedule, slot, Trigger.SELF, None if atomic else outcome)
                 continue
             if schedule.on_overlap is OverlapPolicy.SKIP:
                 seen = elsewhere.get(schedule.name)
@@ -346,11 +419,14 @@ class Admitter:
                     else self.skip.held_here(schedule)
                 )
                 if holder is not None:
-                    self.skip.log_skip(schedule, holder, now)
                     skipped = RunStatus.SKIPPED
                     rows.append(
                         self.row(schedule, slot, skipped, Trigger.SELF, outcome, run_id, now)
                     )
+                    if atomic:
+                        holders[run_id] = (schedule, holder)  # logged once the slot is won
+                    else:
+                        self.skip.log_skip(schedule, holder, now)
                     continue
             running = RunStatus.RUNNING
             run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id, now)
@@ -363,21 +439,48 @@ class Admitter:
                 written = {r.id for r in await self.fence.insert(rows)}
                 kept = [i for i, run in enumerate(runs) if run.id in written]
                 starting, runs = [starting[i] for i in kept], [runs[i] for i in kept]
+            elif atomic:
+                # only the slots this replica won have rows now, and only those run
+                written = await self.store.claim_and_insert(rows, self.replica_id, now)
+                kept = [i for i, run in enumerate(runs) if run.id in written]
+                starting, runs = [starting[i] for i in kept], [runs[i] for i in kept]
+                for run_id, (schedule, holder) in holders.items():
+                    if run_id in written:
+                        self.skip.log_skip(schedule, holder, now)
             else:
                 await self.store.insert_runs(rows)
         except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: could not record %d firings — not running them: %s", len(rows), exc
-            )
+            if atomic and rows:
+                # the claims went with the rows: to the operator, the claim failed
+                logger.warning(
+                    "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
+                    len(rows),
+                    rows[0].name,
+                    iso_z(rows[0].scheduled_at),
+                    exc,
+                )
+            else:
+                logger.warning(
+                    "schedule: could not record %d firings — not running them: %s", len(rows), exc
+                )
             for i in won:
                 schedule, slot = schedules[i], slots[i]
-                outcome = outcomes[i]
                 if schedule.name not in blind:
-                    self._hole(schedule, slot, Trigger.SELF, outcome)
+                    # unknown whether the claims landed when they were written with the rows
+                    self._hole(schedule, slot, Trigger.SELF, None if atomic else outcomes[i])
             return [], []
         for run in runs:
             self.inflight.add(run)
         return starting, runs
+
+
+def _claimed(claim_as: Trigger) -> CoordinationOutcome:
+    """The outcome of a slot won by its claim (``ClaimGate.elect``'s answer)."""
+    return (
+        CoordinationOutcome.EXTERNAL
+        if claim_as is Trigger.EXTERNAL
+        else CoordinationOutcome.WON_LOCK
+    )
 
 
 class _Adopted:

@@ -40,6 +40,7 @@ from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import StoreUnavailableError
 from ..logs import logger
+from ..models import claim_key
 from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction, TurnPlan, adoption_bound, plan_turn
 from .base import Step
@@ -94,8 +95,27 @@ class DurableLine:
 
         return bound
 
+    async def join(self, schedule: Schedule, me: RunRecord) -> TurnPlan | None:
+        """``me`` claims its slot and joins the line in one transaction (the claims-row race
+        folded into the first look, see ``Store.claim_turn``); ``None``: the slot is another
+        replica's. Raises ``StoreUnavailableError``."""
+        key = claim_key(schedule.name, me.scheduled_at)
+        plan = await self.store.claim_turn(
+            key, self.replica_id, self.clock.now(), schedule.name, self._decide(schedule, me, True)
+        )
+        if plan is not None:
+            self._report(schedule, plan)
+        return plan
+
     async def look(self, schedule: Schedule, me: RunRecord, *, new: bool) -> TurnPlan:
         """One look at the line for ``me`` (raises ``StoreUnavailableError``)."""
+        plan = await self.store.take_turn(schedule.name, self._decide(schedule, me, new))
+        self._report(schedule, plan)
+        return plan
+
+    def _decide(
+        self, schedule: Schedule, me: RunRecord, new: bool
+    ) -> Callable[[list[RunRecord]], TurnPlan]:
         now = self.clock.now()
 
         def decide(line: list[RunRecord]) -> TurnPlan:
@@ -109,9 +129,7 @@ class DurableLine:
                 adoption_bound=self._bound(schedule),
             )
 
-        plan = await self.store.take_turn(schedule.name, decide)
-        self._report(schedule, plan)
-        return plan
+        return decide
 
     def _report(self, schedule: Schedule, plan: TurnPlan) -> None:
         for row in plan.dead_running:
