@@ -231,7 +231,7 @@ class Engine:
         """A herd's handlers have started (or the timer sleeps with nothing due): a full
         collection about to come due runs now, if nothing is due before it would be over
         (:mod:`.gcpacing`)."""
-        self.pacer.quiet(self.timer.seconds_until_next(self.clock.now()))
+        self.pacer.quiet(self.timer.seconds_until_next())
 
     def _idle(self) -> None:
         """The timer sleeps with nothing due: both quiet-moment chores."""
@@ -248,7 +248,7 @@ class Engine:
             self._fold_log
             and not self._folding
             and now - self._folded_at >= FOLD_EVERY_S
-            and self.timer.seconds_until_next(self.clock.now()) >= FOLD_QUIET_S
+            and self.timer.seconds_until_next() >= FOLD_QUIET_S
             and self.dispatcher.running_background
         ):
             self._folding, self._folded_at = True, now

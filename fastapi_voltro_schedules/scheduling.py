@@ -188,7 +188,7 @@ class Scheduling:
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = build_engine(self, store)
-            pauses.due_in = lambda: engine.timer.seconds_until_next(self.clock.now())
+            pauses.due_in = lambda: engine.timer.seconds_until_next()
             failure: Exception | None = None
 
             async def arm_timer(tg: TaskGroup) -> None:

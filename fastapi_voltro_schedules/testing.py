@@ -66,7 +66,10 @@ class ManualClock:
     deadline. Stepping backwards is allowed — that is how tests simulate a wall-clock step.
 
     :meth:`monotonic` moves with :meth:`advance` only: :meth:`set` is a step of the wall clock
-    (NTP, an operator), which elapsed time — and so every deadline — does not see.
+    (NTP, an operator), which elapsed time — and so every deadline — does not see. A running
+    scheduler's timer holds such a step for :attr:`~.clock.SteadyClock.CONFIRM_SECONDS` of
+    elapsed time before it takes it (slots come due in elapsed time meanwhile): to move a
+    running scheduler to an instant, :meth:`advance` by the difference.
     """
 
     def __init__(self, start: datetime | None = None) -> None:

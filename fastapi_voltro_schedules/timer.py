@@ -4,10 +4,16 @@ finds due goes to the dispatcher.
 10,000 schedules are one task and one heap, not 10,000 sleeping tasks. Each schedule keeps
 ``last_planned`` — the newest slot it has accounted for (fired, skipped or recorded missed).
 On every wake the slots in ``(last_planned, now]`` are due; more than one means the process
-fell behind (busy loop, wall-clock step, suspended VM) and the backfill policy decides. Because
-the next instant is always derived from ``last_planned`` and never from a sleep's length, a
-clock stepping back never fires a slot twice and a clock stepping forward never loses one
-silently.
+fell behind (a busy loop, a suspended host or VM: time that really elapsed) and the backfill
+policy decides. Because the next instant is always derived from ``last_planned`` and never
+from a sleep's length, no slot fires twice and none is lost silently.
+
+``now`` is the timer's own clock (:func:`~.clock.steady`): a slot is owed once it is due on
+the wall clock carried forward on the monotonic one. A step of the host's wall clock is not
+taken until it has held for :attr:`~.clock.SteadyClock.CONFIRM_SECONDS` — a step forward
+records no slot ``missed`` and runs none early; a step back leaves the next slot due on time —
+and then it is taken as a process started then would take it (see :class:`~.clock.SteadyClock`).
+On server stores the timer reads the database's clock, which a local step does not move.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from .clock import steady
 from .enums import OverlapPolicy
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
     from .dispatcher import Dispatcher
 
 MAX_SLEEP_SECONDS = 30.0
-"""Longest single sleep: every wait is re-evaluated against the wall clock at least this often."""
+"""Longest single sleep: every wait is re-evaluated against the clock at least this often."""
 IDLE_SECONDS = 1.0
 """A wake that found nothing due and sleeps at least this long is a quiet moment (see
 :attr:`Timer.quiet`)."""
@@ -45,6 +52,8 @@ class _Armed:
 class Timer:
     def __init__(self, clock: Clock, dispatcher: Dispatcher, pauses: PauseView = NO_PAUSES) -> None:
         self.clock = clock
+        self.time = steady(clock)
+        """What the timer judges due-ness by (see the module docstring)."""
         self.pauses = pauses
         self.dispatcher = dispatcher
         # A heap of distinct instants, each with the schedules due then. A herd of 10,000
@@ -77,17 +86,20 @@ class Timer:
         armed = self._armed.get(name)
         return None if armed is None else armed.due_at
 
-    def seconds_until_next(self, now: datetime) -> float:
+    def seconds_until_next(self, now: datetime | None = None) -> float:
         """How long nothing is due (at most :data:`MAX_SLEEP_SECONDS`; an entry re-armed since
-        may make it shorter than it is, never longer)."""
+        may make it shorter than it is, never longer). ``now`` defaults to the timer's time."""
+        if now is None:
+            now = self.time.now()
         if not self._instants:
             return MAX_SLEEP_SECONDS
         return min(MAX_SLEEP_SECONDS, (self._instants[0] - now).total_seconds())
 
     async def run(self) -> None:
         """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
+        clock = self.time
         while True:
-            now = self.clock.now()
+            now = clock.now()
             if self._instants and self._instants[0] <= now:
                 await self.pauses.current()  # a look at the table, if the copy's is old
             dispatched = self.dispatch_due(now)
@@ -96,7 +108,7 @@ class Timer:
                 wait = min(wait, (self._instants[0] - now).total_seconds())
             if not dispatched and wait >= IDLE_SECONDS and self.quiet is not None:
                 self.quiet()
-            await self.clock.sleep(max(wait, 0.0))
+            await clock.sleep(max(wait, 0.0))
 
     def dispatch_due(self, now: datetime) -> bool:
         """Hand every firing due at ``now`` to the dispatcher; whether there was any."""
@@ -131,7 +143,8 @@ class Timer:
                         len(slots),
                     )
                 if due is None:
-                    # The clock stepped back while we slept: re-arm, fire nothing twice.
+                    # The clock went back while we slept (a step it took, see SteadyClock):
+                    # re-arm, fire nothing twice.
                     stepped_back.append(armed)
                     continue
                 # The entry just popped is the live one: moved to its next instant in place (a
