@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .definitions import NO_VERSIONS, Versions
-from .enums import Trigger
+from .enums import OverlapPolicy, Trigger
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
 from .planning import CatchUpPlan, plan_boot_backfill
@@ -126,6 +126,14 @@ async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPl
 async def _start(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
     if plan.missed:
         await dispatcher.record_missed(schedule, plan.missed, Trigger.SELF)
+    if plan.fire and schedule.on_overlap is OverlapPolicy.QUEUE:
+        # Every owed slot joins the line now, oldest first, before the live timer is armed:
+        # the line then runs them in slot order ahead of any live slot. One after another
+        # in the background instead, a live slot joining meanwhile went ahead of the older
+        # ones (09:10, 09:40, 09:20, 09:30).
+        for slot in plan.fire:
+            await dispatcher.submit(schedule, slot, Trigger.SELF)
+        return
     if plan.fire:
         first = await dispatcher.submit(schedule, plan.fire[0], Trigger.SELF)
         if plan.fire[1:]:

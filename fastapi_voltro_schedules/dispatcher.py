@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup
 
 from .clock import iso_z
 from .coordination import Admission, Verdict
-from .enums import Coordination, CoordinationOutcome, RunStatus, Trigger
+from .enums import Coordination, CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
 from .ledger import record_missed_slots
 from .logs import logger
@@ -200,6 +200,13 @@ class Dispatcher:
         plan = plan_fall_behind(slots, schedule.backfill)
         if plan.missed:
             await self.record_missed(schedule, plan.missed, Trigger.SELF)
+        if schedule.on_overlap is OverlapPolicy.QUEUE:
+            # All join the line at once, oldest first: a slot due while they wait queues
+            # behind them, as the line orders by scheduled_at (see catchup._start).
+            firings = [await self.submit(schedule, slot, Trigger.SELF) for slot in plan.fire]
+            for firing in firings:
+                await firing.finished()
+            return
         for slot in plan.fire:
             await self.fire(schedule, slot, Trigger.SELF)
 
