@@ -121,23 +121,6 @@ async def _prepare(url: str) -> None:
         await engine.dispose()
 
 
-def _hand_retention_to_the_engine(claim_retention_ms: int) -> None:
-    """Until ``boot.build_engine`` passes ``claim_retention_ms`` on (the strict xfail in
-    tests/test_retention_keeps_up.py), give the config's value to the ``Maintenance`` the
-    engine builds. Does nothing once ``Engine`` takes the setting itself."""
-    import functools
-    import inspect
-
-    from fastapi_voltro_schedules import engine as engine_module
-    from fastapi_voltro_schedules.maintenance import Maintenance
-
-    if "claim_retention_ms" in inspect.signature(engine_module.Engine).parameters:
-        return
-    engine_module.Maintenance = functools.partial(  # type: ignore[misc]
-        Maintenance, claim_retention_ms=claim_retention_ms
-    )
-
-
 async def worker(p: dict[str, Any]) -> dict[str, Any]:
     from fastapi_voltro_schedules import (
         ScheduleContext,
@@ -176,7 +159,6 @@ async def worker(p: dict[str, Any]) -> dict[str, Any]:
         shutdown_grace_ms=2000,
         replica_id="bench",
     )
-    _hand_retention_to_the_engine(retention_ms)
     await _prepare(url)
     scheduling = Scheduling(schedules, config=config)
     async with scheduling.run():

@@ -123,6 +123,7 @@ def build_engine(scheduling: Scheduling, store: Store) -> Engine:
         heartbeat_ms=config.schedule_heartbeat_ms,
         shutdown_grace_ms=config.shutdown_grace_ms,
         run_retention_ms=config.run_retention_ms,
+        claim_retention_ms=config.claim_retention_ms,
         watched_names=[s.name for s in scheduling.schedules],
         overlaps={s.name: s.on_overlap for s in scheduling.schedules},
         adoption_window_ms=config.queue_adoption_window_ms,

@@ -217,11 +217,6 @@ def test_claim_retention_is_a_setting_with_a_floor(monkeypatch: pytest.MonkeyPat
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="boot.build_engine and Engine do not pass claim_retention_ms to Maintenance yet "
-    "(files of a change in flight); once they do this passes — drop the mark",
-)
 async def test_the_setting_reaches_the_running_sweep(sqlite_url: str) -> None:
     @define_schedule(name="job", cron="0 0 1 1 *", timezone="UTC")
     async def job(ctx: ScheduleContext) -> None:
