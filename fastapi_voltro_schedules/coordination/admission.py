@@ -165,7 +165,8 @@ class Admitter:
                 self._hole(schedule, slot, trigger, None)
                 return Admission(Verdict.UNAVAILABLE)
         status = RunStatus.RUNNING if holder is None else RunStatus.SKIPPED
-        row = self.row(schedule, slot, status, trigger, outcome, now=now)
+        # fired now, after the overlap read: a corpse it marked abandoned ended before this
+        row = self.row(schedule, slot, status, trigger, outcome)
         try:
             won = await self.ledger.claim_and_insert(row)
         except StoreUnavailableError as exc:

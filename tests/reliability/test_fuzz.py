@@ -92,6 +92,7 @@ def test_no_route_answers_500(api_schema: Any) -> None:
         "GET /_voltro/health",
         "GET /_voltro/inspect/schedules",
         "GET /_voltro/inspect/schedules/runs",
+        "GET /_voltro/inspect/schedules/{name}",
         "GET /_voltro/schedules/runs/{run_id}",
         "POST /_voltro/dashboard/session",
         "POST /_voltro/dashboard/signout",

@@ -10,7 +10,6 @@ the statement then really fails in the real driver, as it would on a real partit
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 import httpx
@@ -30,7 +29,6 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
-from fastapi_voltro_schedules.api import trigger as trigger_route
 from fastapi_voltro_schedules.models import claim_key
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -51,9 +49,10 @@ pytestmark = CUT_LINK_WARNINGS
 async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
     server: str, request: pytest.FixtureRequest
 ) -> None:
-    """The claim commits, the run-row insert fails (the link is cut between the two): the route
-    answers 503 "retry". Before the fix every retry answered ``200 duplicate, runId: null`` and
-    the slot never ran. Now the retry, once the store is back, runs it — exactly once."""
+    """The write of the arrival's claim and row meets a cut link: the route answers 503
+    "retry". Once the claim committed apart from its row, and every retry answered ``200
+    duplicate, runId: null`` — the slot never ran; now the two are one transaction, so the
+    cut leaves neither, and the retry, once the store is back, runs the slot — exactly once."""
     url: str = request.getfixturevalue(f"{server}_url")
     ran: list[datetime] = []
 
@@ -79,7 +78,7 @@ async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
         ):
             cuts = cut_before(
-                inner_store(s), "insert_runs", proxy, lambda runs: runs[0].name == "ext"
+                inner_store(s), "claim_and_insert", proxy, lambda runs, *_: runs[0].name == "ext"
             )
             first = await http.post("/_voltro/schedules/ext/trigger", headers=AUTH)
             assert cuts[0] == 1
@@ -107,10 +106,10 @@ async def test_a_503_retry_after_a_failed_run_insert_runs_the_slot(
 async def test_slots_that_fired_nothing_in_an_outage_are_recorded_missed_once_back(
     server: str, request: pytest.FixtureRequest
 ) -> None:
-    """The herd path: 12:00's claim commits and its run insert fails; 12:01's claim itself
-    fails. Both fired nothing (fail-closed, correctly) — and before the fix left no row, and
-    12:00 a claim that made it unrecoverable. Once the store is back each is recorded
-    ``missed``/``store-unavailable``, once, under this replica's claim."""
+    """The herd path: 12:00's overlap read fails; 12:01's claims-with-rows write fails. Both
+    fired nothing (fail-closed, correctly) — and before the fix left no row (and, when a claim
+    committed apart from its row, a claim that made the slot unrecoverable). Once the store is
+    back each is recorded ``missed``/``store-unavailable``, once, under this replica's claim."""
     url: str = request.getfixturevalue(f"{server}_url")
     ran: list[datetime] = []
 
@@ -127,17 +126,17 @@ async def test_slots_that_fired_nothing_in_an_outage_are_recorded_missed_once_ba
         async with s.run():
             assert s.engine is not None
             store, holes = inner_store(s), s.engine.runner.ledger.holes
-            inserts = cut_before(store, "insert_runs", proxy, lambda runs: runs[0].name == "tick")
-            await clock.advance(30)  # 12:00: claimed, the insert fails
+            reads = cut_before(store, "live_runs", proxy, lambda names, *_: "tick" in names)
+            await clock.advance(30)  # 12:00: the overlap read fails
             # The link comes back once the slot is a hole: the insert really failed (restored
             # any sooner, the driver's reconnect could still carry it through).
             await wait_until(lambda: holes.pending(claim_key("tick", noon)), what="12:00's hole")
-            assert inserts[0] == 1
+            assert reads[0] == 1
             proxy.restore()
             claims = cut_before(
-                store, "claim_many", proxy, lambda keys, *_: keys[0].startswith("tick@")
+                store, "claim_and_insert", proxy, lambda runs, *_: runs[0].name == "tick"
             )
-            await clock.advance(60)  # 12:01: the claim fails
+            await clock.advance(60)  # 12:01: the claims with their rows fail
             await wait_until(lambda: holes.pending(claim_key("tick", one)), what="12:01's hole")
             assert claims[0] == 1
             proxy.restore()
@@ -336,14 +335,11 @@ async def test_run_now_allows_one_in_flight_per_schedule_and_process(sqlite_url:
 async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_record(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Replica A claims an external slot and cannot record its run (its link is cut between
-    the two): 503. The platform's retry lands on replica B while A still holds the claim.
-    Before the fix B answered ``200 duplicate, runId: null`` and the slot never ran; now A
-    releases the claim once its link is back and B, still answering the retry, runs it.
-
-    A's link comes back once B's retry lost the claim (so B really waits on A), and B waits
-    for A's row or release up to HANG instead of the route's 5 s: on a busy machine A's
-    repair (its 0.5 s retry, then a few statements) must not race that bound."""
+    """Replica A cannot record an external arrival (its link is cut as it writes the claim
+    with the row): 503. The platform's retry lands on replica B. Once A's claim could commit
+    apart from its row and B answered ``200 duplicate, runId: null`` — the slot never ran; now
+    A's failed write left no claim, so B runs the slot at once, and A's repair, once its link
+    is back, finds the slot B's and writes nothing."""
     ran: list[str] = []
 
     async def handler(ctx: ScheduleContext) -> None:
@@ -372,30 +368,16 @@ async def test_a_retry_on_another_replica_runs_the_slot_the_first_could_not_reco
             client(apps[0]) as ha,
             client(apps[1]) as hb,
         ):
-            cut_before(inner_store(a), "insert_runs", proxy, lambda runs: runs[0].name == "ext")
+            cut_before(
+                inner_store(a), "claim_and_insert", proxy, lambda runs, *_: runs[0].name == "ext"
+            )
             first = await ha.post("/_voltro/schedules/ext/trigger", headers=AUTH)
             assert first.status_code == 503, first.text
-            monkeypatch.setattr(trigger_route, "DUPLICATE_WAIT_SECONDS", HANG)
-            lost = anyio.Event()
-            b_store = inner_store(b)
-            b_claim_many = b_store.claim_many
-
-            async def claim_many(keys: list[str], *args: Any) -> set[str]:
-                won = await b_claim_many(keys, *args)
-                if not won:
-                    lost.set()
-                return won
-
-            monkeypatch.setattr(b_store, "claim_many", claim_many)
-
-            async def restore_once_b_waits() -> None:
-                await lost.wait()  # B's retry lost the claim A still holds: it waits on A
-                proxy.restore()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(restore_once_b_waits)
-                retry = await hb.post("/_voltro/schedules/ext/trigger", headers=AUTH)
+            retry = await hb.post("/_voltro/schedules/ext/trigger", headers=AUTH)
             assert retry.status_code == 202, retry.text
+            proxy.restore()
+            holes = a.running_engine().runner.ledger.holes
+            await wait_until(lambda: not len(holes), what="A's hole settled")
             run_id = retry.json()["runId"]
 
             async def done() -> bool:
