@@ -296,15 +296,8 @@ def _owed_windows(
 ) -> list[tuple[datetime, datetime, CronSpec]] | None:
     """The ``(after, until]`` windows of ``schedule``'s owed slots in the range, each with the
     cron that owns it; ``None`` when the schedule is not gap-checked at all."""
-    spans = versions.spans(schedule.name)
-    if spans:
-        windows = []
-        for span in spans:
-            begin = max(start, span.start)
-            until = horizon if span.end is None else min(horizon, span.end)
-            if begin < until:
-                windows.append((begin, until, schedule.spec if span.end is None else span.spec))
-        return windows
+    if versions.current(schedule.name) is not None:
+        return versions.windows(schedule, start, horizon)
     if first is None:
         return None
     # the first row itself is at `first`: occurrences from it on are judged

@@ -134,6 +134,20 @@ class Versions:
             spans.append(Span(record, record.effective_from, None))
         return spans
 
+    def windows(
+        self, schedule: Schedule, after: datetime | None, until: datetime
+    ) -> list[tuple[datetime, datetime, CronSpec]]:
+        """Where ``schedule`` owes slots in ``(after, until]`` (``after`` ``None``: since it
+        came to exist): each span's part of it, oldest first, as ``(after, until]`` with the
+        cron that owns it. Empty for a schedule with no recorded version."""
+        windows = []
+        for span in self.spans(schedule.name):
+            start = span.start if after is None else max(after, span.start)
+            end = until if span.end is None else min(until, span.end)
+            if start < end:
+                windows.append((start, end, schedule.spec if span.end is None else span.spec))
+        return windows
+
     def owed(
         self, schedule: Schedule, after: datetime | None, until: datetime, cap: int = CATCH_UP_CAP
     ) -> tuple[list[datetime], bool]:
@@ -142,17 +156,11 @@ class Versions:
         Each span contributes its own cron's occurrences within its reign. A schedule with no
         recorded version owes its current cron's occurrences after ``after`` (nothing without
         one): a ledger from before versions were recorded."""
-        spans = self.spans(schedule.name)
-        if not spans:
+        if self.current(schedule.name) is None:
             return passed_slots(schedule.spec, after, until, cap) if after else ([], False)
         slots: list[datetime] = []
         capped = False
-        for span in spans:
-            start = span.start if after is None else max(after, span.start)
-            end = until if span.end is None else min(until, span.end)
-            if end <= start:
-                continue
-            spec = schedule.spec if span.end is None else span.spec
+        for start, end, spec in self.windows(schedule, after, until):
             found, cut = passed_slots(spec, start, end, cap)
             slots.extend(found)
             capped = capped or cut

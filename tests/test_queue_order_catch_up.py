@@ -10,6 +10,8 @@ process falls behind: the slots due at once all join before the next live one.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -49,42 +51,63 @@ async def seed_last_run(url: str, slot: datetime) -> None:
         await store.dispose()
 
 
-async def test_catch_up_slots_run_before_a_live_slot_in_slot_order(database_url: str) -> None:
-    await seed_last_run(database_url, at(9, 0))
-    ran: list[datetime] = []
-    release = anyio.Event()
+class Rollups:
+    """A ``queue``/``all`` schedule every 10 minutes whose runs are held until :meth:`drain`,
+    booted at ``boot`` on the injected clock: which slots ran, in what order."""
 
-    async def rollup(ctx: ScheduleContext) -> None:
-        ran.append(ctx.scheduled_at)
-        await release.wait()
+    scheduling: Scheduling
 
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.ran: list[datetime] = []
+        self.release = anyio.Event()
+
+    async def handler(self, ctx: ScheduleContext) -> None:
+        self.ran.append(ctx.scheduled_at)
+        await self.release.wait()
+
+    async def to(self, instant: datetime) -> None:
+        await self.clock.advance((instant - self.clock.now()).total_seconds())
+
+    async def admitted(self, slot: datetime) -> bool:
+        """Whether ``slot`` has a row or waits in this process's line."""
+        engine = self.scheduling.engine
+        assert engine is not None
+        rows = await runs_of(self.scheduling, NAME)
+        return any(r.scheduled_at == slot for r in [*rows, *engine.waiting_here()])
+
+    async def drain(self, count: int) -> list[datetime]:
+        """Release the held runs; the slots run, in order, once ``count`` succeeded."""
+        self.release.set()
+
+        async def all_done() -> bool:
+            rows = [r for r in await runs_of(self.scheduling, NAME) if r.replica_id != "old"]
+            return len(rows) == count and all(r.status is RunStatus.SUCCEEDED for r in rows)
+
+        await wait_until(all_done, what=f"the {count} slots run")
+        return self.ran
+
+
+@asynccontextmanager
+async def rollups(url: str, boot: datetime) -> AsyncIterator[Rollups]:
+    line = Rollups(ManualClock(boot))
     schedule = define_schedule(
         name=NAME, cron="*/10 * * * *", timezone="UTC", on_overlap="queue", backfill="all",
-        max_runtime_ms=7_200_000,
-        handler=rollup,
+        max_runtime_ms=7_200_000, handler=line.handler,
     )  # fmt: skip
-    clock = ManualClock(at(9, 35))
-    config = SchedulingConfig(database_url=database_url, replica_id="pod-1")
-    async with Scheduling([schedule], config=config, clock=clock).run() as scheduling:
-        engine = scheduling.engine
-        assert engine is not None
+    config = SchedulingConfig(database_url=url, replica_id="pod-1")
+    line.scheduling = scheduling = Scheduling([schedule], config=config, clock=line.clock)
+    async with scheduling.run():
+        yield line
 
-        async def admitted(slot: datetime) -> bool:
-            rows = await runs_of(scheduling, NAME)
-            waiting = engine.waiting_here()
-            return any(r.scheduled_at == slot for r in [*rows, *waiting])
 
-        await wait_until(lambda: ran == [at(9, 10)], what="09:10 running")
-        await clock.advance((at(9, 40) - clock.now()).total_seconds())
-        await wait_until(lambda: admitted(at(9, 40)), what="the live 09:40 in line")
-        release.set()
-
-        async def all_done() -> list[RunRecord] | None:
-            rows = [r for r in await runs_of(scheduling, NAME) if r.replica_id != "old"]
-            done = len(rows) == 4 and all(r.status is RunStatus.SUCCEEDED for r in rows)
-            return rows if done else None
-
-        await wait_until(all_done, what="the four slots run")
+async def test_catch_up_slots_run_before_a_live_slot_in_slot_order(database_url: str) -> None:
+    await seed_last_run(database_url, at(9, 0))
+    async with rollups(database_url, at(9, 35)) as line:
+        await wait_until(lambda: line.ran == [at(9, 10)], what="09:10 running")
+        await line.to(at(9, 40))
+        await wait_until(lambda: line.admitted(at(9, 40)), what="the live 09:40 in line")
+        ran = await line.drain(4)
     assert ran == [at(9, 10), at(9, 20), at(9, 30), at(9, 40)]
 
 
@@ -92,40 +115,13 @@ async def test_slots_due_at_once_join_the_line_before_the_next_live_one(
     database_url: str,
 ) -> None:
     await upgrade_to_head(database_url)
-    ran: list[datetime] = []
-    release = anyio.Event()
-
-    async def rollup(ctx: ScheduleContext) -> None:
-        ran.append(ctx.scheduled_at)
-        await release.wait()
-
-    schedule = define_schedule(
-        name=NAME, cron="*/10 * * * *", timezone="UTC", on_overlap="queue", backfill="all",
-        max_runtime_ms=7_200_000,
-        handler=rollup,
-    )  # fmt: skip
-    clock = ManualClock(at(9, 5))
-    config = SchedulingConfig(database_url=database_url, replica_id="pod-1")
-    async with Scheduling([schedule], config=config, clock=clock).run() as scheduling:
-        engine = scheduling.engine
-        assert engine is not None
-
-        async def admitted(slot: datetime) -> bool:
-            rows = await runs_of(scheduling, NAME)
-            return any(r.scheduled_at == slot for r in [*rows, *engine.waiting_here()])
-
-        await clock.advance((at(9, 10) - clock.now()).total_seconds())
-        await wait_until(lambda: ran == [at(9, 10)], what="09:10 running")
+    async with rollups(database_url, at(9, 5)) as line:
+        await line.to(at(9, 10))
+        await wait_until(lambda: line.ran == [at(9, 10)], what="09:10 running")
         # the process falls behind: 09:20 and 09:30 come due at once
-        await clock.advance((at(9, 35) - clock.now()).total_seconds())
-        await wait_until(lambda: admitted(at(9, 30)), what="09:30 in line")
-        await clock.advance((at(9, 40) - clock.now()).total_seconds())
-        await wait_until(lambda: admitted(at(9, 40)), what="the live 09:40 in line")
-        release.set()
-
-        async def all_done() -> bool:
-            rows = await runs_of(scheduling, NAME)
-            return len(rows) == 4 and all(r.status is RunStatus.SUCCEEDED for r in rows)
-
-        await wait_until(all_done, what="the four slots run")
+        await line.to(at(9, 35))
+        await wait_until(lambda: line.admitted(at(9, 30)), what="09:30 in line")
+        await line.to(at(9, 40))
+        await wait_until(lambda: line.admitted(at(9, 40)), what="the live 09:40 in line")
+        ran = await line.drain(4)
     assert ran == [at(9, 10), at(9, 20), at(9, 30), at(9, 40)]

@@ -121,14 +121,7 @@ class Admitter:
                 elected = await self.gate.elect(schedule, slot, claim_as)
             except StoreUnavailableError as exc:
                 # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
-                logger.warning(
-                    "schedule: claim failed — not firing (fail-closed)  name=%s slot=%s: %s",
-                    schedule.name,
-                    iso_z(slot),
-                    exc,
-                )
-                self._hole(schedule, slot, trigger, None)
-                return Admission(Verdict.UNAVAILABLE)
+                return self._fail_closed("claim failed", schedule, slot, trigger, None, exc)
             if elected is None:
                 return Admission(Verdict.LOST)
             outcome = elected
@@ -155,29 +148,14 @@ class Admitter:
             except StoreUnavailableError as exc:
                 # Fail closed, nothing claimed: the hole repair records the slot once the
                 # store is back (or another replica fires it meanwhile).
-                logger.warning(
-                    "schedule: overlap check failed — not firing (fail-closed)  name=%s "
-                    "slot=%s: %s",
-                    schedule.name,
-                    iso_z(slot),
-                    exc,
-                )
-                self._hole(schedule, slot, trigger, None)
-                return Admission(Verdict.UNAVAILABLE)
+                return self._fail_closed("overlap check failed", schedule, slot, trigger, None, exc)
         status = RunStatus.RUNNING if holder is None else RunStatus.SKIPPED
         # fired now, after the overlap read: a corpse it marked abandoned ended before this
         row = self.row(schedule, slot, status, trigger, outcome)
         try:
             won = await self.ledger.claim_and_insert(row)
         except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: claim failed — not firing (fail-closed)  name=%s slot=%s: %s",
-                schedule.name,
-                iso_z(slot),
-                exc,
-            )
-            self._hole(schedule, slot, trigger, None)
-            return Admission(Verdict.UNAVAILABLE)
+            return self._fail_closed("claim failed", schedule, slot, trigger, None, exc)
         if not won:
             return Admission(Verdict.LOST)
         if holder is not None:
@@ -209,6 +187,28 @@ class Admitter:
         self.inflight.add(run)
         return Admission(Verdict.RUN, run)
 
+    def _fail_closed(
+        self,
+        failed: str,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome | None,
+        exc: StoreUnavailableError,
+    ) -> Admission:
+        """Fail closed: nothing fires for ``slot`` — a missing run is recoverable by backfill,
+        a double-fire often isn't. Says what ``failed`` and leaves the slot to the hole
+        repair (``outcome`` ``None``: nothing was claimed, or it is unknown whether it was)."""
+        logger.warning(
+            "schedule: %s — not firing (fail-closed)  name=%s slot=%s: %s",
+            failed,
+            schedule.name,
+            iso_z(slot),
+            exc,
+        )
+        self._hole(schedule, slot, trigger, outcome)
+        return Admission(Verdict.UNAVAILABLE)
+
     def _hole(
         self,
         schedule: Schedule,
@@ -230,14 +230,7 @@ class Admitter:
         except StoreUnavailableError as exc:
             # Fail closed: without seeing the cluster, running could be the double run the
             # rule exists to prevent. The claim stays taken; nothing is recorded.
-            logger.warning(
-                "schedule: overlap check failed — not firing (fail-closed)  name=%s slot=%s: %s",
-                schedule.name,
-                iso_z(slot),
-                exc,
-            )
-            self._hole(schedule, slot, trigger, outcome)
-            return Admission(Verdict.UNAVAILABLE)
+            return self._fail_closed("overlap check failed", schedule, slot, trigger, outcome, exc)
         if holder is None:
             return await self._run(
                 schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome)
@@ -274,15 +267,9 @@ class Admitter:
             else:
                 plan = await self.line.look(schedule, me, new=True)
         except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: could not join the queue — not firing (fail-closed)  name=%s slot=%s: "
-                "%s",
-                schedule.name,
-                iso_z(slot),
-                exc,
+            return self._fail_closed(
+                "could not join the queue", schedule, slot, trigger, None if claim else outcome, exc
             )
-            self._hole(schedule, slot, trigger, None if claim else outcome)
-            return Admission(Verdict.UNAVAILABLE)
         if plan.action is TurnAction.START and plan.run is not None:
             self.inflight.add(plan.run)
             return Admission(Verdict.RUN, plan.run)
@@ -362,13 +349,7 @@ class Admitter:
                 else await self.gate.elect_many(schedules, slots)
             )
         except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
-                len(schedules),
-                schedules[0].name,
-                iso_z(slots[0]),
-                exc,
-            )
+            _log_herd_fail_closed("claim failed", len(schedules), schedules[0].name, slots[0], exc)
             for schedule, slot in zip(schedules, slots, strict=True):
                 self.ledger.holes.add(schedule, slot, Trigger.SELF, None)
             return [], []
@@ -390,14 +371,7 @@ class Admitter:
             except StoreUnavailableError as exc:
                 # Fail closed for the skip schedules only: they cannot see the cluster.
                 first = next(i for i in won if schedules[i].name == ask[0])
-                logger.warning(
-                    "schedule: overlap check failed — not firing (fail-closed)  slots=%d "
-                    "first=%s@%s: %s",
-                    len(ask),
-                    ask[0],
-                    iso_z(slots[first]),
-                    exc,
-                )
+                _log_herd_fail_closed("overlap check failed", len(ask), ask[0], slots[first], exc)
                 blind = set(ask)
         rows: list[RunRecord] = []
         holders: dict[str, tuple[Schedule, RunRecord]] = {}
@@ -453,12 +427,8 @@ class Admitter:
         except StoreUnavailableError as exc:
             if atomic and rows:
                 # the claims went with the rows: to the operator, the claim failed
-                logger.warning(
-                    "schedule: claim failed — not firing (fail-closed)  slots=%d first=%s@%s: %s",
-                    len(rows),
-                    rows[0].name,
-                    iso_z(rows[0].scheduled_at),
-                    exc,
+                _log_herd_fail_closed(
+                    "claim failed", len(rows), rows[0].name, rows[0].scheduled_at, exc
                 )
             else:
                 logger.warning(
@@ -473,6 +443,20 @@ class Admitter:
         for run in runs:
             self.inflight.add(run)
         return starting, runs
+
+
+def _log_herd_fail_closed(
+    failed: str, count: int, name: str, slot: datetime, exc: StoreUnavailableError
+) -> None:
+    """:meth:`Admitter._fail_closed`'s line for a herd: how many slots, and the first."""
+    logger.warning(
+        "schedule: %s — not firing (fail-closed)  slots=%d first=%s@%s: %s",
+        failed,
+        count,
+        name,
+        iso_z(slot),
+        exc,
+    )
 
 
 def _claimed(claim_as: Trigger) -> CoordinationOutcome:

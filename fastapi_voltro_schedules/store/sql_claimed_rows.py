@@ -10,14 +10,12 @@ are inserted before the transaction commits.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..models import claim_key
-from . import statements as q
 from .base import RunRecord
 from .sql_claims import SQLClaims
 from .sql_connections import aware
@@ -36,15 +34,8 @@ class SQLClaimedRows(SQLClaims, SQLWrites):
             aware(run.scheduled_at, "scheduled_at")
             by_key.setdefault(claim_key(run.name, run.scheduled_at), run)
         self._check_keys(by_key)
-        # Sorted keys, each replica starting at its own chunk: as claim_many (no deadlock, no
-        # lockstep queueing behind each other's uncommitted inserts).
-        ordered = sorted(by_key)
-        chunks = [ordered[i : i + q.CLAIM_CHUNK] for i in range(0, len(ordered), q.CLAIM_CHUNK)]
-        if len(chunks) > 1:
-            first = zlib.crc32(replica_id.encode()) % len(chunks)
-            chunks = chunks[first:] + chunks[:first]
         inserted: set[str] = set()
-        for chunk in chunks:
+        for chunk in self._chunks(by_key, replica_id):
             work = self._claim_and_insert_chunk(chunk, by_key, replica_id, claimed_at)
             inserted |= await self._attempt("claim_and_insert", work)
         return inserted

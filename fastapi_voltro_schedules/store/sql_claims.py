@@ -30,6 +30,14 @@ class SQLClaims(SQLConnections):
     ) -> set[str]:
         aware(claimed_at, "claimed_at")
         self._check_keys(keys)
+        won: set[str] = set()
+        for chunk in self._chunks(keys, replica_id):
+            won |= await self._attempt("claim", self._claim_chunk(chunk, replica_id, claimed_at))
+        return won
+
+    @staticmethod
+    def _chunks(keys: Iterable[str], replica_id: str) -> list[list[str]]:
+        """``keys`` in claim statements' chunks, in the order this replica sends them."""
         # Each statement locks its keys in sorted order, so concurrent batches cannot deadlock.
         ordered = sorted(set(keys))
         chunks = [ordered[i : i + q.CLAIM_CHUNK] for i in range(0, len(ordered), q.CLAIM_CHUNK)]
@@ -39,10 +47,7 @@ class SQLClaims(SQLConnections):
         if len(chunks) > 1:
             first = zlib.crc32(replica_id.encode()) % len(chunks)
             chunks = chunks[first:] + chunks[:first]
-        won: set[str] = set()
-        for chunk in chunks:
-            won |= await self._attempt("claim", self._claim_chunk(chunk, replica_id, claimed_at))
-        return won
+        return chunks
 
     @staticmethod
     def _check_keys(keys: Iterable[str]) -> None:
