@@ -43,7 +43,8 @@ async def catch_up(
     versions: Versions = NO_VERSIONS,
 ) -> dict[str, datetime]:
     """Plan and start the catch-up of every schedule; returns where each schedule's live
-    timer continues (schedules without a row are absent: they start from now)."""
+    timer continues (schedules with neither a row nor a recorded version are absent: they
+    start from now)."""
     if not schedules:
         return {}
     last_runs = await store.last_runs([s.name for s in schedules])
@@ -68,12 +69,8 @@ async def catch_up(
         # A last slot ahead of now (the clock stepped back across a restart) must not run
         # again, nor a slot of a cadence that took effect after the horizon (this very boot):
         # the live timer continues after whichever is newest.
-        start_from[schedule.name] = max(
-            horizon,
-            plan.last_planned or horizon,
-            since or horizon,
-            versions.cadence_from(schedule.name) or horizon,
-        )
+        marks = (plan.last_planned, since, versions.cadence_from(schedule.name))
+        start_from[schedule.name] = max(horizon, *(m for m in marks if m is not None))
         if plan.fire or plan.missed:
             plans.append((schedule, plan))
             logger.info(
