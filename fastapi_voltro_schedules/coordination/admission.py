@@ -141,10 +141,11 @@ class Admitter:
         and the row saying what became of it land together (``Store.claim_and_insert``)."""
         outcome = _claimed(claim_as)
         holder: RunRecord | None = None
+        seen: Sequence[RunRecord] = ()
         now = self.clock.now()
         if schedule.on_overlap is OverlapPolicy.SKIP:
             try:
-                holder = await self.skip.holder(schedule, now)
+                holder, seen = await self.skip.judge(schedule, now)
             except StoreUnavailableError as exc:
                 # Fail closed, nothing claimed: the hole repair records the slot once the
                 # store is back (or another replica fires it meanwhile).
@@ -158,6 +159,7 @@ class Admitter:
             return self._fail_closed("claim failed", schedule, slot, trigger, None, exc)
         if not won:
             return Admission(Verdict.LOST)
+        await self.skip.bury(schedule, seen, now)  # the winner marks what it judged dead
         if holder is not None:
             self.skip.log_skip(schedule, holder, now)
             return Admission(Verdict.SKIPPED, row)
@@ -375,6 +377,7 @@ class Admitter:
                 blind = set(ask)
         rows: list[RunRecord] = []
         holders: dict[str, tuple[Schedule, RunRecord]] = {}
+        judged: dict[str, tuple[Schedule, list[RunRecord]]] = {}
         starting: list[Schedule] = []
         runs: list[RunRecord] = []
         for i, run_id in zip(won, new_run_ids(len(won)), strict=True):
@@ -389,10 +392,12 @@ class Admitter:
                 # Nothing read for it (no rows, or no cluster to read): only this process's own
                 # runs can hold it, and asking needs no coroutine per schedule of the herd.
                 holder = (
-                    await self.skip.live_among(schedule, seen, now)
+                    await self.skip.live_among(schedule, seen, now, bury=not atomic)
                     if seen
                     else self.skip.held_here(schedule)
                 )
+                if seen and atomic:
+                    judged[run_id] = (schedule, seen)  # buried once the slot is won
                 if holder is not None:
                     skipped = RunStatus.SKIPPED
                     rows.append(
@@ -422,6 +427,9 @@ class Admitter:
                 for run_id, (schedule, holder) in holders.items():
                     if run_id in written:
                         self.skip.log_skip(schedule, holder, now)
+                for run_id, (schedule, seen) in judged.items():
+                    if run_id in written:
+                        await self.skip.bury(schedule, seen, now)
             else:
                 await self.store.insert_runs(rows)
         except StoreUnavailableError as exc:

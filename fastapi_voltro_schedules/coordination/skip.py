@@ -36,11 +36,27 @@ class SkipRule:
     async def holder(self, schedule: Schedule, now: datetime) -> RunRecord | None:
         """The live run that makes this firing stand down, if any. Raises
         ``StoreUnavailableError`` when the cluster cannot be read (fail closed)."""
+        holder, rows = await self.judge(schedule, now)
+        await self.bury(schedule, rows, now)
+        return holder
+
+    async def judge(
+        self, schedule: Schedule, now: datetime
+    ) -> tuple[RunRecord | None, Sequence[RunRecord]]:
+        """:meth:`holder` without marking the corpses: the holder and the rows read (pass
+        them to :meth:`bury` once this replica won the slot — a replica that loses the claim
+        must not mark, at its own later instant, a corpse the winner judged dead first)."""
         held = self._inflight.held(schedule.name)
         if held is not None or not self._cluster:
-            return held
+            return held, ()
         rows = await self._store.live_runs(schedule.name)
-        return await self.live_among(schedule, rows, now)
+        return await self.live_among(schedule, rows, now, bury=False), rows
+
+    async def bury(self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime) -> None:
+        """Mark the corpses among ``rows`` ``failed/abandoned`` (comparing the beat judged)."""
+        if rows:
+            rows = [row for row in rows if row.id not in self._inflight.finishing]
+            await mark_abandoned(self._store, schedule.name, rows, now, self._heartbeat_ms)
 
     def held_here(self, schedule: Schedule) -> RunRecord | None:
         """The run of ``schedule`` live in this process, if any (no read)."""
@@ -51,10 +67,10 @@ class SkipRule:
         return self._cluster and self.held_here(schedule) is None
 
     async def live_among(
-        self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime
+        self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime, *, bury: bool = True
     ) -> RunRecord | None:
-        """The live run among ``schedule``'s ``running`` rows, if any; corpses found on the
-        way are marked ``failed/abandoned`` (comparing the beat judged)."""
+        """The live run among ``schedule``'s ``running`` rows, if any; with ``bury``, corpses
+        found on the way are marked ``failed/abandoned`` (comparing the beat judged)."""
         held = self._inflight.held(schedule.name)
         if held is not None:
             return held
@@ -64,7 +80,8 @@ class SkipRule:
             for r in rows
             if is_live(r.status, r.fired_at, r.heartbeat_at, now, self._heartbeat_ms)
         ]
-        await mark_abandoned(self._store, schedule.name, rows, now, self._heartbeat_ms)
+        if bury:
+            await mark_abandoned(self._store, schedule.name, rows, now, self._heartbeat_ms)
         return live[0] if live else None
 
     def log_skip(self, schedule: Schedule, holder: RunRecord, now: datetime) -> None:
