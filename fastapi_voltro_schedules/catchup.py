@@ -1,9 +1,16 @@
 """Boot catch-up: slots that passed while no process ran, per each schedule's ``backfill``.
 
 Computed from each schedule's last run row, before the live timer is armed: the ``missed``
-rows are written and the first catch-up firing admitted before :func:`catch_up` returns, so a
-caught-up firing never races the first live one. The rest of an ``all`` catch-up runs in order
-in the background, each after the one before has finished.
+rows are written and every catch-up firing admitted before :func:`catch_up` returns, so a
+caught-up firing never races the first live one.
+
+An ``all`` catch-up is durable and ordered: each owed slot joins the schedule's line with a
+row of its own (``queued`` until its turn) before the live timer is armed, whatever the
+schedule's ``on_overlap`` — so replicas booting together share the slots and skip none, a
+``queue`` line runs them with the live slots by ``scheduled_at``, and a stop or crash in the
+middle leaves every unreached slot recorded ``queued``. :func:`resume_orphans` (at boot and
+every three heartbeats) puts such rows of a stopped replica back in line, as the backfill
+policy still owes them (``planning.plan_resume``).
 """
 
 from __future__ import annotations
@@ -13,17 +20,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from .coordination import Verdict
 from .definitions import NO_VERSIONS, Versions
-from .enums import OverlapPolicy, Trigger
+from .enums import BackfillPolicy, OverlapPolicy, Trigger
+from .errors import StoreUnavailableError
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
-from .planning import CatchUpPlan, plan_boot_backfill
+from .planning import CatchUpPlan, plan_boot_backfill, plan_resume
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from .definition import Schedule
-    from .dispatcher import Dispatcher, Firing
+    from .dispatcher import Dispatcher
     from .store import Store
 
 BOOT_GRACE = timedelta(seconds=2)
@@ -123,23 +132,47 @@ async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPl
 async def _start(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
     if plan.missed:
         await dispatcher.record_missed(schedule, plan.missed, Trigger.SELF)
-    if plan.fire and schedule.on_overlap is OverlapPolicy.QUEUE:
-        # Every owed slot joins the line now, oldest first, before the live timer is armed:
-        # the line then runs them in slot order ahead of any live slot. One after another
-        # in the background instead, a live slot joining meanwhile went ahead of the older
-        # ones (09:10, 09:40, 09:20, 09:30).
+    # Every slot to fire joins the line now, oldest first, before the live timer is armed:
+    # the line then runs them in slot order ahead of any live slot. One after another in the
+    # background instead, a live slot joining meanwhile went ahead of the older ones (09:10,
+    # 09:40, 09:20, 09:30), a `skip` recorded a slot skipped while a peer ran the one before,
+    # and a stop left the unreached ones without a row.
+    owed = schedule.backfill is BackfillPolicy.ALL
+    if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
         for slot in plan.fire:
-            await dispatcher.submit(schedule, slot, Trigger.SELF)
+            await dispatcher.submit(schedule, slot, Trigger.SELF, owed=owed)
         return
-    if plan.fire:
-        first = await dispatcher.submit(schedule, plan.fire[0], Trigger.SELF)
-        if plan.fire[1:]:
-            dispatcher.spawn(_rest, dispatcher, schedule, first, plan.fire[1:])
+    for slot in plan.fire:  # `latest`: the one newest slot
+        await dispatcher.submit(schedule, slot, Trigger.SELF)
 
 
-async def _rest(
-    dispatcher: Dispatcher, schedule: Schedule, first: Firing, rest: list[datetime]
-) -> None:
-    await first.finished()
-    for slot in rest:
-        await dispatcher.fire(schedule, slot, Trigger.SELF)
+async def resume_orphans(
+    store: Store,
+    dispatcher: Dispatcher,
+    schedules: Sequence[Schedule],
+    now: datetime,
+    *,
+    heartbeat_ms: int,
+    here: Callable[[str], bool],
+) -> int:
+    """Put the silent ``queued`` rows a stopped replica left — slots still owed under their
+    schedule's ``backfill`` (``planning.plan_resume``) — back in their lines, taken over by
+    this replica; returns how many it took. ``here``: whether this process beats a row."""
+    by_name = {s.name: s for s in schedules}
+    try:
+        queued = await store.queued_names()
+    except StoreUnavailableError as exc:
+        logger.warning("scheduler: owed queued rows check failed: %s", exc)
+        return 0
+    taken = 0
+    for name, rows in queued.items():
+        schedule = by_name.get(name)
+        if schedule is None:
+            continue  # written off at boot (Maintenance.write_off)
+        owed = plan_resume(
+            rows, backfill=schedule.backfill, now=now, heartbeat_ms=heartbeat_ms, here=here
+        )
+        for row in owed:
+            firing = await dispatcher.resume(schedule, row)
+            taken += firing.admission.verdict is Verdict.QUEUED
+    return taken

@@ -24,7 +24,14 @@ from anyio.abc import TaskGroup
 
 from .clock import iso_z
 from .coordination import Admission, Verdict
-from .enums import Coordination, CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
+from .enums import (
+    BackfillPolicy,
+    Coordination,
+    CoordinationOutcome,
+    OverlapPolicy,
+    RunStatus,
+    Trigger,
+)
 from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
 from .ledger import record_missed_slots
 from .logs import logger
@@ -113,6 +120,7 @@ class Dispatcher:
         run_id: str | None = None,
         *,
         fallback: bool = False,
+        owed: bool = False,
     ) -> Admission:
         """Admission only (the row is written; nothing is started): :meth:`carry` runs it.
 
@@ -127,25 +135,47 @@ class Dispatcher:
                 f'the scheduler is shutting down — "{schedule.name}" was not fired and nothing '
                 "was recorded; retry (another replica, or this one once it is back)"
             )
-        return await self.admitter.admit(schedule, slot, trigger, run_id, fallback=fallback)
+        return await self.admitter.admit(
+            schedule, slot, trigger, run_id, fallback=fallback, owed=owed
+        )
 
     async def fire(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> RunStatus | None:
         """Fire one slot and wait for its outcome; ``None`` if it did not run."""
         return await self.carry(schedule, await self.admit(schedule, slot, trigger))
 
     async def submit(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, *, fallback: bool = False
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        *,
+        fallback: bool = False,
+        owed: bool = False,
     ) -> Firing:
         """Fire one slot; return as soon as its row exists (``running``, ``queued`` or
         ``skipped``). The run, or its wait in line, continues in the background.
-        ``fallback``: see :meth:`Admitter.admit`."""
+        ``fallback``, ``owed``: see :meth:`Admitter.admit`."""
+        self._can_spawn(schedule)
+        admission = await self.admit(schedule, slot, trigger, fallback=fallback, owed=owed)
+        return self._carry_on(schedule, Firing(admission))
+
+    async def resume(self, schedule: Schedule, orphan: RunRecord) -> Firing:
+        """Put a stopped replica's silent ``queued`` row — a slot still owed — back in its
+        line and carry it out in the background (see :meth:`Admitter.resume`)."""
+        self._can_spawn(schedule)
+        if self.closing:  # a row taken over now would have no handler behind it
+            return self._carry_on(schedule, Firing(Admission(Verdict.UNAVAILABLE)))
+        return self._carry_on(schedule, Firing(await self.admitter.resume(schedule, orphan)))
+
+    def _can_spawn(self, schedule: Schedule) -> None:
         if self._runs is None and not self.closing:
             # No task group to run it in (armed=False, or stopped): a row written now would
             # never get its handler.
             raise SchedulerShuttingDownError(
                 f'the scheduler runs no background firings now — "{schedule.name}" was not fired'
             )
-        firing = Firing(await self.admit(schedule, slot, trigger, fallback=fallback))
+
+    def _carry_on(self, schedule: Schedule, firing: Firing) -> Firing:
         if firing.admission.verdict in (Verdict.RUN, Verdict.QUEUED):
             self.spawn(self._carry_into, schedule, firing)
         else:
@@ -200,10 +230,14 @@ class Dispatcher:
         plan = plan_fall_behind(slots, schedule.backfill)
         if plan.missed:
             await self.record_missed(schedule, plan.missed, Trigger.SELF)
-        if schedule.on_overlap is OverlapPolicy.QUEUE:
+        # `all`: every slot is owed — each joins the line with its row (see catchup.start_plan)
+        owed = schedule.backfill is BackfillPolicy.ALL and len(plan.fire) > 1
+        if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
             # All join the line at once, oldest first: a slot due while they wait queues
             # behind them, as the line orders by scheduled_at (see catchup._start).
-            firings = [await self.submit(schedule, slot, Trigger.SELF) for slot in plan.fire]
+            firings = [
+                await self.submit(schedule, slot, Trigger.SELF, owed=owed) for slot in plan.fire
+            ]
             for firing in firings:
                 await firing.finished()
             return

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import BOOT_GRACE, catch_up
+from .catchup import BOOT_GRACE, catch_up, resume_orphans
 from .coordination import (
     Admission,
     Admitter,
@@ -38,13 +38,21 @@ from .coordination import (
 )
 from .definitions import NO_VERSIONS, Versions
 from .dispatcher import Dispatcher, Firing
-from .enums import ChangeStrategy, Coordination, OverlapPolicy, RunStatus, Trigger
+from .enums import (
+    BackfillPolicy,
+    ChangeStrategy,
+    Coordination,
+    OverlapPolicy,
+    RunStatus,
+    Trigger,
+)
 from .errors import StoreUnavailableError
 from .gcpacing import shared_pacer
 from .logs import logger
 from .maintenance import Maintenance
 from .metrics import QueueMetrics, default_queue_metrics
 from .pauses import NO_PAUSES, PauseView
+from .planning import DEAD_AFTER_BEATS
 from .runner import Runner
 from .timer import MAX_SLEEP_SECONDS, Timer
 
@@ -137,7 +145,7 @@ class Engine:
             gate=gate,
             fence=gate if isinstance(gate, ClusterGate) else None,
             skip=SkipRule(store, self.inflight, replica_id, heartbeat_ms, cluster),
-            chain=Chain(self.inflight),
+            chain=Chain(self.inflight, runner.watchdog),
             line=line,
             inflight=self.inflight,
             ledger=runner.ledger,
@@ -178,6 +186,7 @@ class Engine:
             watched_names=list(watched_names) or [s.name for s in self.schedules],
             queue_metrics=queue_metrics,
             overlaps=overlaps or {s.name: s.on_overlap for s in self.schedules},
+            owing=[s.name for s in self.schedules if s.backfill is BackfillPolicy.ALL],
         )
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
@@ -195,6 +204,7 @@ class Engine:
                     self._timer_scope = timer_scope
                     await self.maintenance.reap()
                     await self.maintenance.write_off()
+                    await self.resume_orphans()
                     if self.listens:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
@@ -216,7 +226,7 @@ class Engine:
                     for schedule in self.schedules:
                         self.timer.arm(schedule, start_from.get(schedule.name, now))
                     runs.start_soon(self.maintenance.retention_loop)
-                    runs.start_soon(self.maintenance.reaper_loop)
+                    runs.start_soon(self._corpse_loop)
                     runs.start_soon(self.runner.ledger.holes.loop)
                     task_status.started()
                     await self.timer.run()
@@ -228,6 +238,29 @@ class Engine:
         finally:
             self.dispatcher.bind(None)
             self._stopped.set()
+
+    async def resume_orphans(self) -> int:
+        """Put the owed ``queued`` rows of stopped replicas back in line (see
+        :func:`.catchup.resume_orphans`); returns how many this replica took over."""
+        return await resume_orphans(
+            self.store,
+            self.dispatcher,
+            self.schedules,
+            self.clock.now(),
+            heartbeat_ms=self.heartbeat_ms,
+            here=self.runner.watchdog.beats,
+        )
+
+    async def _corpse_loop(self) -> None:
+        """Every three heartbeats — as soon as a silent row counts as dead: mark the dead
+        ``running`` rows (the reaper), then resume the owed ``queued`` rows a replica that
+        died left (in the middle of a catch-up, or with a line waiting) while its peers ran
+        on."""
+        interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
+        while True:
+            await self.clock.sleep(interval)
+            await self.maintenance.reap()
+            await self.resume_orphans()
 
     def _quiet(self) -> None:
         """A herd's handlers have started (or the timer sleeps with nothing due): a full

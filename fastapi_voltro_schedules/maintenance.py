@@ -23,7 +23,7 @@ first batch is timed half-way between two whole seconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from .enums import OverlapPolicy, RunStatus
 from .errors import StoreUnavailableError
 from .ledger import mark_abandoned
 from .logs import logger
-from .planning import DEAD_AFTER_BEATS, is_live
+from .planning import is_live
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -87,6 +87,7 @@ class Maintenance:
         queue_metrics: QueueMetrics | None = None,
         claim_retention_ms: int | None = None,
         overlaps: Mapping[str, OverlapPolicy] | None = None,
+        owing: Collection[str] = (),
     ) -> None:
         self.store = store
         self.clock = clock
@@ -109,12 +110,9 @@ class Maintenance:
         self.overlaps = dict(overlaps or {})
         """Each declared schedule's ``on_overlap`` (by name); one not given counts as
         ``queue`` — its queued rows are left to its line."""
-
-    async def reaper_loop(self) -> None:
-        interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
-        while True:
-            await self.clock.sleep(interval)
-            await self.reap()
+        self.owing = frozenset(owing)
+        """Declared ``backfill="all"`` schedules: each queued row of theirs is a slot still
+        owed, resumed (``catchup.resume_orphans``), never written off."""
 
     async def reap(self) -> int:
         """Mark every dead ``running`` row of this app's schedules ``failed/abandoned`` (any
@@ -159,7 +157,7 @@ class Maintenance:
         written = 0
         for name, rows in queued.items():
             policy = self.overlaps.get(name, OverlapPolicy.QUEUE)
-            if name in declared and policy is OverlapPolicy.QUEUE:
+            if name in declared and (policy is OverlapPolicy.QUEUE or name in self.owing):
                 continue
             if name in declared:
                 why = f"no longer on_overlap=queue (now {policy.value})"

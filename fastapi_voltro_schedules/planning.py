@@ -315,3 +315,37 @@ def adoption_bound(period: timedelta, window_ms: int | None) -> timedelta:
     if window_ms is not None:
         return timedelta(milliseconds=window_ms)
     return 2 * period
+
+
+def plan_resume(
+    rows: Sequence[RunRecord],
+    *,
+    backfill: BackfillPolicy,
+    now: datetime,
+    heartbeat_ms: int,
+    here: Callable[[str], bool],
+) -> list[RunRecord]:
+    """Which ``queued`` rows of one schedule a replica takes over and puts back in line
+    (oldest first): under ``backfill="all"``, every silent one (no beat for
+    ``3 × heartbeat``) that no waiter here beats (``here``), whatever its age.
+
+    A queued row is a slot recorded and not yet run — an ``all`` catch-up's slot (any
+    overlap) or a ``queue`` waiter — left by a replica that stopped (a crash in the middle of
+    a catch-up, a full-fleet stop). ``all`` owes every one. Under ``latest`` and ``skip`` the
+    line decides, as it always has: a waiter adopts a dead one ahead within the adoption
+    bound and writes it off past it — once that long has passed a newer slot is due, and the
+    policy owes that one at most (the catch-up's); the queued rows of a schedule no longer
+    ``queue`` are written off at boot (``Maintenance.write_off``).
+    """
+    if backfill is not BackfillPolicy.ALL:
+        return []
+    return sorted(
+        (
+            r
+            for r in rows
+            if r.status is RunStatus.QUEUED
+            and not here(r.id)
+            and not is_live(r.status, r.fired_at, r.heartbeat_at, now, heartbeat_ms)
+        ),
+        key=_order,
+    )

@@ -180,6 +180,10 @@ class Watchdog:
         self._runs[run_id] = watched
         return watched
 
+    def beats(self, run_id: str) -> bool:
+        """Whether this process beats ``run_id`` now (a run in flight, a waiter in line)."""
+        return run_id in self._runs
+
     def unwatch(self, watched: Watched) -> None:
         watched.done = True
         watched.stop = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -96,6 +97,7 @@ class Admitter:
         run_id: str | None = None,
         *,
         fallback: bool = False,
+        owed: bool = False,
     ) -> Admission:
         """Decide one firing and write the row that records the decision (``running``,
         ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
@@ -104,16 +106,23 @@ class Admitter:
 
         ``fallback``: an external schedule's in-app fallback (``trigger="self"``) — elected
         as an arrival is, by the slot's claim whatever the coordination, so of the fallback
-        and a (late) arrival exactly one fires the slot."""
+        and a (late) arrival exactly one fires the slot.
+
+        ``owed``: a slot of a ``backfill="all"`` catch-up — work that must not be lost. It
+        joins the schedule's line whatever its ``on_overlap``: a ``skip`` must not drop an
+        owed slot because the one before still runs (two replicas catching up together split
+        the slots), and its ``queued`` row is the durable record that it is still owed (a
+        crash resumes it, see :meth:`resume`)."""
         outcome = CoordinationOutcome.NONE
         if trigger is not Trigger.MANUAL:
             await self.pauses.current()
             if self.pauses.holds(schedule.name, slot):
                 return Admission(Verdict.PAUSED)
             claim_as = Trigger.EXTERNAL if fallback else trigger
+            queues = owed or schedule.on_overlap is OverlapPolicy.QUEUE
             if self.gate.claims(claim_as):
                 # The claims-row race: the claim commits with the row that records the slot.
-                if schedule.on_overlap is not OverlapPolicy.QUEUE:
+                if not queues:
                     return await self._claim_with_row(schedule, slot, trigger, claim_as)
                 if self.line is not None:
                     return await self._queue(schedule, slot, trigger, _claimed(claim_as), True)
@@ -125,10 +134,10 @@ class Admitter:
             if elected is None:
                 return Admission(Verdict.LOST)
             outcome = elected
+            if queues:
+                return await self._queue(schedule, slot, trigger, outcome, owed=owed)
             if schedule.on_overlap is OverlapPolicy.SKIP:
                 return await self._skip_or_run(schedule, slot, trigger, outcome)
-            if schedule.on_overlap is OverlapPolicy.QUEUE:
-                return await self._queue(schedule, slot, trigger, outcome)
         return await self._run(
             schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
         )
@@ -254,11 +263,13 @@ class Admitter:
         trigger: Trigger,
         outcome: CoordinationOutcome,
         claim: bool = False,
+        *,
+        owed: bool = False,
     ) -> Admission:
         """``claim``: the slot is not claimed yet — its claim is taken in the transaction of
         the first look at the line (``DurableLine.join``)."""
         if self.line is None:
-            return await self._chain(schedule, slot, trigger, outcome)
+            return await self._chain(schedule, slot, trigger, outcome, owed=owed)
         me = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome)
         try:
             if claim:
@@ -284,8 +295,17 @@ class Admitter:
         return Admission(Verdict.QUEUED, queued, turn)
 
     async def _chain(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        trigger: Trigger,
+        outcome: CoordinationOutcome,
+        *,
+        owed: bool = False,
     ) -> Admission:
+        """The in-process line. Its waiters write no row — except an ``owed`` one (a catch-up
+        slot): its ``queued`` row is written before it waits, so a stop or crash leaves a
+        record of every slot still owed for the next boot to resume."""
         run_id = new_run_id()
         if self.chain.try_start(schedule.name, run_id):
             running = self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
@@ -311,6 +331,13 @@ class Admitter:
                 iso_z(behind),
             )
         queued = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome, run_id)
+        if owed:
+            try:
+                await self.ledger.insert(queued)
+            except StoreUnavailableError as exc:
+                failed = "could not join the queue"
+                return self._fail_closed(failed, schedule, slot, trigger, outcome, exc)
+            return Admission(Verdict.QUEUED, queued, self._chain_written(schedule, queued))
 
         async def start(row: RunRecord) -> RunRecord | None:
             # The line is handed to this firing: paused, it keeps it (nothing runs) until resumed.
@@ -322,6 +349,81 @@ class Admitter:
             return admission.run if admission.verdict is Verdict.RUN else None
 
         return Admission(Verdict.QUEUED, queued, self.chain.enqueue(queued, start))
+
+    def _chain_written(self, schedule: Schedule, queued: RunRecord) -> Turn:
+        """A ``queued`` row of this replica's, already written, joins the in-process line:
+        its turn turns it ``running`` (compared, so a row another process took over is not
+        run here), and it beats while it waits."""
+
+        async def start(row: RunRecord) -> RunRecord | None:
+            await hold_while_paused(self.pauses, schedule, row)
+            now = self.clock.now()
+            try:
+                mine = await self.store.update_run(
+                    row.id,
+                    expect_status=RunStatus.QUEUED,
+                    expect_replica_id=self.replica_id,
+                    status=RunStatus.RUNNING,
+                    fired_at=now,
+                    heartbeat_at=now,
+                )
+            except StoreUnavailableError as exc:
+                # Left queued: it stops beating with this turn, and is resumed as owed.
+                logger.warning(
+                    "schedule: could not start a queued firing — left queued  name=%s runId=%s: %s",
+                    schedule.name,
+                    row.id,
+                    exc,
+                )
+                return None
+            if not mine:
+                return None
+            running = replace(row, status=RunStatus.RUNNING, fired_at=now, heartbeat_at=now)
+            self.inflight.add(running)
+            return running
+
+        turn = self.chain.enqueue(queued, start, beat=True)
+        self.chain.wake(schedule.name)
+        return turn
+
+    async def resume(self, schedule: Schedule, orphan: RunRecord) -> Admission:
+        """Take over ``orphan`` — a silent ``queued`` row of a stopped replica, a slot still
+        owed (see :func:`~fastapi_voltro_schedules.planning.plan_resume`) — and put it back in
+        its schedule's line: the take-over compares the beat that was judged silent, so of
+        several replicas (or a waiter adopting it) exactly one gets it. ``LOST``: another did.
+        A paused schedule's row is taken over all the same and held in line."""
+        now = self.clock.now()
+        try:
+            mine = await self.store.update_run(
+                orphan.id,
+                expect_status=RunStatus.QUEUED,
+                expect_replica_id=orphan.replica_id,
+                expect_heartbeat_at=orphan.heartbeat_at,
+                replica_id=self.replica_id,
+                heartbeat_at=now,
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not resume an owed queued firing  name=%s runId=%s: %s",
+                schedule.name,
+                orphan.id,
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if not mine:
+            return Admission(Verdict.LOST)
+        row = replace(orphan, replica_id=self.replica_id, heartbeat_at=now)
+        logger.warning(
+            "schedule: resumed an owed queued firing of a replica that stopped reporting  "
+            "name=%s runId=%s scheduledAt=%s heldBy=%s",
+            schedule.name,
+            row.id,
+            iso_z(row.scheduled_at),
+            orphan.replica_id,
+        )
+        if self.line is None:
+            return Admission(Verdict.QUEUED, row, self._chain_written(schedule, row))
+        return Admission(Verdict.QUEUED, row, self.line.turn(schedule, row, self.pauses))
 
     # -- the herd -------------------------------------------------------------------------
 

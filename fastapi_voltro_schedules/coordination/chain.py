@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..store import RunRecord
+    from ..watchdog import Watchdog, Watched
     from .inflight import InFlight
 
 
@@ -41,8 +42,10 @@ class _Waiter:
 
 
 class Chain:
-    def __init__(self, inflight: InFlight) -> None:
+    def __init__(self, inflight: InFlight, watchdog: Watchdog | None = None) -> None:
         self._inflight = inflight
+        self._watchdog = watchdog
+        """Beats the waiters whose ``queued`` row is written (``enqueue(beat=True)``)."""
         self._waiting: dict[str, list[_Waiter]] = {}
         self._reserved: dict[str, str] = {}
         """Per schedule: the run id the line was handed to, until its run is in flight."""
@@ -80,12 +83,19 @@ class Chain:
         self,
         queued: RunRecord,
         start: Callable[[RunRecord], Awaitable[RunRecord | None]],
+        *,
+        beat: bool = False,
     ) -> ChainTurn:
         """Join the line with ``queued`` (an unwritten row); ``start`` writes the ``running``
-        row once the turn comes."""
-        waiter = _Waiter(queued.scheduled_at, next(self._seq), queued.id, queued)
+        row once the turn comes. ``beat``: the row is written — it beats while it waits, so
+        a waiter here is never taken for a stopped replica's (SQLite ``--workers``)."""
+        waiter = _Waiter(queued.scheduled_at, next(self._seq), queued.id, None if beat else queued)
         bisect.insort(self._waiting.setdefault(queued.name, []), waiter)
-        return ChainTurn(self, queued, waiter, start)
+        watched = None
+        if beat and self._watchdog is not None:
+            since = queued.heartbeat_at or queued.fired_at or queued.scheduled_at
+            watched = self._watchdog.keep_alive(queued.id, since)
+        return ChainTurn(self, queued, waiter, start, watched)
 
     def started(self, name: str, run_id: str) -> None:
         """The reserved run is in flight (its row written): the reservation ends."""
@@ -127,12 +137,19 @@ class ChainTurn:
         queued: RunRecord,
         waiter: _Waiter,
         start: Callable[[RunRecord], Awaitable[RunRecord | None]],
+        watched: Watched | None = None,
     ) -> None:
         self._chain = chain
         self._queued = queued
         self._waiter = waiter
         self._start = start
         self._done = False
+        self._watched = watched
+
+    def _unwatch(self) -> None:
+        if self._watched is not None and self._chain._watchdog is not None:
+            self._chain._watchdog.unwatch(self._watched)
+            self._watched = None
 
     async def next(self) -> Step | None:
         if self._done:
@@ -145,6 +162,8 @@ class ChainTurn:
         except BaseException:
             self._chain.leave(name, self._waiter)
             raise
+        finally:
+            self._unwatch()
         if run is None:
             self._chain.give_up(name, self._queued.id)
             return None
@@ -152,4 +171,5 @@ class ChainTurn:
         return Step(run)
 
     def close(self) -> None:
+        self._unwatch()
         self._chain.leave(self._queued.name, self._waiter)
