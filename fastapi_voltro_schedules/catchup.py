@@ -72,13 +72,18 @@ async def catch_up(
             continue  # the live timer drops its slots until resumed
         since = pauses.catch_up_from(schedule.name, after)
         # Only the slots the definition versions say are owed: a cron edited between deploys
-        # owes no slot of its new cadence from before it took effect (definitions.py).
-        slots, capped = versions.owed(schedule, since, horizon)
+        # owes no slot of its new cadence from before it took effect (definitions.py). A
+        # previous cadence's slots are never the live timer's (it follows the current cron),
+        # so they are owed up to the moment it ended even within the boot grace — else a slot
+        # of the old cron just before this deploy's edit took effect had no row at all.
+        cadence = versions.cadence_from(schedule.name)
+        until = horizon if cadence is None else max(horizon, min(now, cadence))
+        slots, capped = versions.owed(schedule, since, until)
         plan = plan_boot_backfill(slots, schedule.backfill, capped)
         # A last slot ahead of now (the clock stepped back across a restart) must not run
         # again, nor a slot of a cadence that took effect after the horizon (this very boot):
         # the live timer continues after whichever is newest.
-        marks = (plan.last_planned, since, versions.cadence_from(schedule.name))
+        marks = (plan.last_planned, since, cadence)
         start_from[schedule.name] = max(horizon, *(m for m in marks if m is not None))
         if plan.fire or plan.missed:
             plans.append((schedule, plan))

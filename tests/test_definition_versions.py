@@ -122,6 +122,28 @@ async def test_a_cron_edited_between_deploys_owes_no_slot_of_its_new_cadence_bef
     ("policy", "status"),
     [("latest", RunStatus.SUCCEEDED), ("skip", RunStatus.MISSED), ("all", RunStatus.SUCCEEDED)],
 )
+async def test_the_old_cadences_slot_just_before_the_edit_is_owed_within_the_boot_grace(
+    database_url: str, policy: str, status: RunStatus
+) -> None:
+    """Found by the life-cycle chaos test: a deploy booting one second after a slot of the old
+    cron (inside the 2 s boot grace, which leaves recent slots to the live timer) left that
+    slot without a row — the live timer follows the new cron and never fires it."""
+    calls: list[datetime] = []
+    clock = ManualClock(t(0))
+    async with booted(database_url, nightly("15 1 * * *", policy, calls), clock) as scheduling:
+        await fire_at(scheduling, clock, t(1, 15), 1)
+    edited = nightly("15 2 * * *", policy, calls)
+    boot = t(1, 15, day=1) + timedelta(seconds=1)  # 01:15 of day 1 passed a second ago
+    async with booted(database_url, edited, ManualClock(boot)) as scheduling:
+        rows = await settled(scheduling, 2)
+    assert [(r.scheduled_at, r.status) for r in rows[1:]] == [(t(1, 15, day=1), status)]
+    await audit_clean(database_url, edited, boot)
+
+
+@pytest.mark.parametrize(
+    ("policy", "status"),
+    [("latest", RunStatus.SUCCEEDED), ("skip", RunStatus.MISSED), ("all", RunStatus.SUCCEEDED)],
+)
 async def test_downtime_after_the_edit_is_still_caught_up_by_policy(
     database_url: str, policy: str, status: RunStatus
 ) -> None:

@@ -20,6 +20,12 @@ distinct replicas of one deployment:
   ``CLUSTER_EXT_CRON`` (default ``* * * * *``): driven by POSTs to its trigger route.
 - ``CLUSTER_TICKS``               when set to N, N more every-second no-op schedules
   ``tick0`` … ``tick<N-1>`` (``CLUSTER_TICKS_BACKFILL``, default ``all``, is their backfill).
+- ``CLUSTER_LIFE``                when set, the life-cycle schedules: ``life-<backfill>-<overlap>``
+  for each backfill ``all``/``latest``/``skip`` × overlap ``skip``/``queue``/``parallel``, cron
+  ``*/2 * * * * *``; a run sleeps a uniform draw of ``CLUSTER_LIFE_SECONDS`` (default
+  ``0.2-1.2``), a ``queue`` one of ``CLUSTER_LIFE_QUEUE_SECONDS`` (default ``1.0-2.6``: waiters
+  line up now and then). ``CLUSTER_LIFE_EDIT`` names one whose cron is ``*/3 * * * * *`` instead
+  (a deploy that edits it).
 - ``CLUSTER_CLOCK_LAG_MS``        when set, this replica's wall clock runs that far behind (kept
   under the database clock's tolerance, a quarter heartbeat, so it is used as it is): it fires
   each slot that late and the other replicas win every claim race — for a test that needs one
@@ -102,6 +108,41 @@ async def line(ctx: ScheduleContext) -> None:
             os.close(fd)
 
 
+LIFE_BACKFILLS = ("all", "latest", "skip")
+LIFE_OVERLAPS = ("skip", "queue", "parallel")
+LIFE_CRON, LIFE_EDITED_CRON = "*/2 * * * * *", "*/3 * * * * *"
+
+
+def _life(overlap: str) -> Any:
+    span = os.environ.get(
+        "CLUSTER_LIFE_QUEUE_SECONDS" if overlap == "queue" else "CLUSTER_LIFE_SECONDS",
+        "1.0-2.6" if overlap == "queue" else "0.2-1.2",
+    )
+    low, _, high = span.partition("-")
+
+    async def life(ctx: ScheduleContext) -> None:
+        _mark(ctx)
+        await anyio.sleep(random.uniform(float(low), float(high or low)))
+
+    return life
+
+
+def _life_schedules() -> list[Schedule]:
+    edited = os.environ.get("CLUSTER_LIFE_EDIT", "")
+    return [
+        define_schedule(
+            name=(name := f"life-{backfill}-{overlap}"),
+            cron=LIFE_EDITED_CRON if name == edited else LIFE_CRON,
+            timezone="UTC",
+            handler=_life(overlap),
+            on_overlap=overlap,
+            backfill=backfill,
+        )
+        for backfill in LIFE_BACKFILLS
+        for overlap in LIFE_OVERLAPS
+    ]
+
+
 def _schedules() -> list[Schedule]:
     wanted = {s.strip() for s in os.environ.get("CLUSTER_SCHEDULES", "tick").split(",")}
     out: list[Schedule] = []
@@ -145,6 +186,8 @@ def _schedules() -> list[Schedule]:
                 trigger="external",
             )
         )
+    if os.environ.get("CLUSTER_LIFE"):
+        out += _life_schedules()
     for i in range(int(os.environ.get("CLUSTER_TICKS", "0"))):
         out.append(
             define_schedule(
