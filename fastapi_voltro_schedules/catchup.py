@@ -22,7 +22,7 @@ import anyio
 
 from .coordination import Verdict
 from .definitions import NO_VERSIONS, Versions
-from .enums import BackfillPolicy, OverlapPolicy, Trigger
+from .enums import BackfillPolicy, Trigger
 from .errors import StoreUnavailableError
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
@@ -142,13 +142,10 @@ async def _start(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) 
     # background instead, a live slot joining meanwhile went ahead of the older ones (09:10,
     # 09:40, 09:20, 09:30), a `skip` recorded a slot skipped while a peer ran the one before,
     # and a stop left the unreached ones without a row.
+    # (a `queue` schedule's slots join its line anyway; `latest` fires one slot)
     owed = schedule.backfill is BackfillPolicy.ALL
-    if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
-        for slot in plan.fire:
-            await dispatcher.submit(schedule, slot, Trigger.SELF, owed=owed)
-        return
-    for slot in plan.fire:  # `latest`: the one newest slot
-        await dispatcher.submit(schedule, slot, Trigger.SELF)
+    for slot in plan.fire:
+        await dispatcher.submit(schedule, slot, Trigger.SELF, owed=owed)
 
 
 async def resume_orphans(
@@ -163,7 +160,9 @@ async def resume_orphans(
     """Put the silent ``queued`` rows a stopped replica left — slots still owed under their
     schedule's ``backfill`` (``planning.plan_resume``) — back in their lines, taken over by
     this replica; returns how many it took. ``here``: whether this process beats a row."""
-    by_name = {s.name: s for s in schedules}
+    by_name = {s.name: s for s in schedules if s.backfill is BackfillPolicy.ALL}
+    if not by_name:
+        return 0  # only `all` owes a stopped replica's queued rows: nothing to read
     try:
         queued = await store.queued_names()
     except StoreUnavailableError as exc:
@@ -173,7 +172,7 @@ async def resume_orphans(
     for name, rows in queued.items():
         schedule = by_name.get(name)
         if schedule is None:
-            continue  # written off at boot (Maintenance.write_off)
+            continue  # the line's (adoption), or written off at boot (Maintenance.write_off)
         owed = plan_resume(
             rows, backfill=schedule.backfill, now=now, heartbeat_ms=heartbeat_ms, here=here
         )

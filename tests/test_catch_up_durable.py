@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 import pytest
 from support.queue_lines import Line
-from support.running import runs_of
+from support.running import runs_of, seed_last_run
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
@@ -36,8 +36,7 @@ from fastapi_voltro_schedules import (
     define_schedule,
 )
 from fastapi_voltro_schedules.audit import audit_ledger
-from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.store import RunRecord, create_store, new_run_id
+from fastapi_voltro_schedules.store import RunRecord, create_store
 from fastapi_voltro_schedules.testing import ManualClock
 
 NAME = "nightly"
@@ -56,20 +55,6 @@ def nightly(line: Line, on_overlap: str = "skip") -> Schedule:
         name=NAME, cron="*/10 * * * *", timezone="UTC", on_overlap=on_overlap, backfill="all",
         max_runtime_ms=7_200_000, handler=line,
     )  # fmt: skip
-
-
-async def seed_last_run(url: str, slot: datetime) -> None:
-    await upgrade_to_head(url)
-    store = create_store(url)
-    try:
-        await store.insert_runs([
-            RunRecord(
-                id=new_run_id(), name=NAME, scheduled_at=slot, status=RunStatus.SUCCEEDED,
-                trigger=Trigger.SELF, fired_at=slot, finished_at=slot, replica_id="old",
-            )
-        ])  # fmt: skip
-    finally:
-        await store.dispose()
 
 
 @asynccontextmanager
@@ -98,12 +83,18 @@ def by_slot(rows: list[RunRecord]) -> dict[datetime, list[RunRecord]]:
     return found
 
 
+async def each_succeeded_once(scheduling: Scheduling, slots: list[datetime]) -> bool:
+    """Whether each of ``slots`` has exactly one row, ``succeeded``."""
+    rows = by_slot(await runs_of(scheduling, NAME))
+    return all([r.status for r in rows.get(slot, [])] == [RunStatus.SUCCEEDED] for slot in slots)
+
+
 @pytest.mark.parametrize("server", SERVERS)
 async def test_replicas_booting_together_share_an_all_catch_up_and_skip_none(
     server: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(f"{server}_url")
-    await seed_last_run(url, at(9, 0))
+    await seed_last_run(url, NAME, at(9, 0))
     line = Line()  # each run is real work of 50 ms: the two replicas' catch-ups overlap
     schedule = nightly(line)
     owed = [at(9, 10), at(9, 20), at(9, 30), at(9, 40)]
@@ -133,7 +124,7 @@ async def test_replicas_booting_together_share_an_all_catch_up_and_skip_none(
 async def test_a_stop_in_the_middle_of_a_catch_up_leaves_every_owed_slot_for_the_next_boot(
     database_url: str,
 ) -> None:
-    await seed_last_run(database_url, at(9, 0))
+    await seed_last_run(database_url, NAME, at(9, 0))
     line = Line()
     line.hold = True
     schedule = nightly(line)
@@ -157,14 +148,10 @@ async def test_a_stop_in_the_middle_of_a_catch_up_leaves_every_owed_slot_for_the
     later = ManualClock(at(9, 55))
     async with replica(database_url, schedule, "pod-2", later) as second:
 
-        async def resumed() -> bool:
-            rows = by_slot(await runs_of(second, NAME))
-            return all(
-                [r.status for r in rows.get(slot, [])] == [RunStatus.SUCCEEDED]
-                for slot in (at(9, 20), at(9, 30), at(9, 40))
-            )
-
-        await wait_until(resumed, what="09:20, 09:30 and 09:40 to run on pod-2")
+        await wait_until(
+            lambda: each_succeeded_once(second, [at(9, 20), at(9, 30), at(9, 40)]),
+            what="09:20, 09:30 and 09:40 to run on pod-2",
+        )
         rows = await runs_of(second, NAME)
     slots = by_slot(rows)
     for slot in (at(9, 20), at(9, 30), at(9, 40)):
@@ -181,7 +168,7 @@ async def test_a_full_fleet_stop_resumes_the_queue_line_under_backfill_all(
     server: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(f"{server}_url")
-    await seed_last_run(url, at(9, 0))
+    await seed_last_run(url, NAME, at(9, 0))
     line = Line()
     line.hold = True
     schedule = nightly(line, on_overlap="queue")
@@ -202,13 +189,9 @@ async def test_a_full_fleet_stop_resumes_the_queue_line_under_backfill_all(
     async with replica(url, schedule, "pod-2", ManualClock(at(10, 15))) as second:
         owed = [at(9, 20), at(9, 30), at(9, 40), at(9, 50), at(10, 0), at(10, 10)]
 
-        async def done() -> bool:
-            rows = by_slot(await runs_of(second, NAME))
-            return all(
-                [r.status for r in rows.get(slot, [])] == [RunStatus.SUCCEEDED] for slot in owed
-            )
-
-        await wait_until(done, what="the line and the downtime to run")
+        await wait_until(
+            lambda: each_succeeded_once(second, owed), what="the line and the downtime to run"
+        )
         rows = await runs_of(second, NAME)
     assert not [r for r in rows if r.status is RunStatus.MISSED]
     assert [s for s, _, _ in line.spans] == [at(9, 10), *owed]

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
-from support.running import runs_of
+from support.running import runs_of, seed_last_run
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
@@ -23,11 +23,9 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
-    Trigger,
     define_schedule,
 )
 from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.store import RunRecord, create_store, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
 NAME = "rollup"
@@ -35,20 +33,6 @@ NAME = "rollup"
 
 def at(hour: int, minute: int, second: float = 0) -> datetime:
     return datetime(2026, 6, 1, hour, minute, tzinfo=UTC) + timedelta(seconds=second)
-
-
-async def seed_last_run(url: str, slot: datetime) -> None:
-    await upgrade_to_head(url)
-    store = create_store(url)
-    try:
-        await store.insert_runs([
-            RunRecord(
-                id=new_run_id(), name=NAME, scheduled_at=slot, status=RunStatus.SUCCEEDED,
-                trigger=Trigger.SELF, fired_at=slot, finished_at=slot, replica_id="old",
-            )
-        ])  # fmt: skip
-    finally:
-        await store.dispose()
 
 
 class Rollups:
@@ -102,7 +86,7 @@ async def rollups(url: str, boot: datetime) -> AsyncIterator[Rollups]:
 
 
 async def test_catch_up_slots_run_before_a_live_slot_in_slot_order(database_url: str) -> None:
-    await seed_last_run(database_url, at(9, 0))
+    await seed_last_run(database_url, NAME, at(9, 0))
     async with rollups(database_url, at(9, 35)) as line:
         await wait_until(lambda: line.ran == [at(9, 10)], what="09:10 running")
         await line.to(at(9, 40))

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
 
-from fastapi_voltro_schedules import Schedule, Scheduling, SchedulingConfig, schedules_router
-from fastapi_voltro_schedules.store import RunRecord
+from fastapi_voltro_schedules import (
+    RunStatus,
+    Schedule,
+    Scheduling,
+    SchedulingConfig,
+    Trigger,
+    schedules_router,
+)
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.store import RunRecord, create_store, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
 
@@ -25,6 +34,22 @@ async def running(
     scheduling = Scheduling(schedules, config=cfg, clock=clock)
     async with scheduling.run():
         yield scheduling
+
+
+async def seed_last_run(url: str, name: str, slot: datetime) -> None:
+    """Migrate ``url`` and record that ``name`` last ran, and succeeded, at ``slot`` (by an
+    ``old`` replica): the ledger a boot catches up from."""
+    await upgrade_to_head(url)
+    store = create_store(url)
+    try:
+        await store.insert_runs([
+            RunRecord(
+                id=new_run_id(), name=name, scheduled_at=slot, status=RunStatus.SUCCEEDED,
+                trigger=Trigger.SELF, fired_at=slot, finished_at=slot, replica_id="old",
+            )
+        ])  # fmt: skip
+    finally:
+        await store.dispose()
 
 
 async def runs_of(scheduling: Scheduling, name: str) -> list[RunRecord]:
