@@ -22,6 +22,7 @@ from support.cluster import (
     Replica,
     duplicate_slots,
     fetch_runs,
+    pause_schedule,
     run_async,
     seconds_between,
     sleep_until_fraction,
@@ -95,13 +96,7 @@ def test_pause_on_one_replica_holds_on_all_and_resume_does_not_catch_up(
     with uvicorn_cluster(tmp_path, envs) as replicas:
         wait_for(lambda: len(fetch_runs(postgres_url, NAME)) >= 2, what="firing")
         sleep_until_fraction(0.5)
-        r = httpx.post(
-            f"{replicas[0].url}/_voltro/inspect/schedules/{NAME}/pause",
-            headers=AUTH,
-            json={"reason": "cluster test"},
-            timeout=HANG,
-        )
-        assert r.status_code == 200, r.text
+        pause_schedule(replicas[0], NAME, TOKEN, "cluster test")
         paused_at = utcnow()
         knew = max(_learned(replicas, True).values())
         for replica in replicas:  # every replica's listing knows, from the shared table

@@ -23,8 +23,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -37,6 +35,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from support.cluster import (
     Replica,
+    audit_cli,
     fetch_runs,
     read_markers,
     run_async,
@@ -44,12 +43,10 @@ from support.cluster import (
     utcnow,
     uvicorn_cluster,
 )
-from support.servers import REPO
 from support.tcp_proxy import TcpProxy
 from support.waiting import wait_for
 
 from fastapi_voltro_schedules import RunStatus, Trigger
-from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord
 
@@ -255,13 +252,9 @@ def test_chaos_three_replicas_no_duplicate_no_silent_gap_nothing_stuck(
         f", outcomes retried {logs.count('could not record the outcome — retrying')}"
     )
     # -- the operator's proof: `voltro schedule audit` over the same window agrees ----------
-    audited = subprocess.run(
-        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
-         "--app", "apps.cluster_app:app", "--from", iso_z(start),
-         "--to", iso_z(end - timedelta(seconds=1))],
-        cwd=REPO / "tests", env={**os.environ, **app_env, "VOLTRO_DATABASE_URL": postgres_url},
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    audited = audit_cli(
+        {**app_env, "VOLTRO_DATABASE_URL": postgres_url}, start, end - timedelta(seconds=1)
+    )
     print(f"  voltro schedule audit: exit {audited.returncode}: {audited.stdout.strip()[:300]}")
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert sum(faults.values()) >= MIN_FAULTS, faults

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.store import RunRecord, create_store
 from support.servers import REPO, Server, free_port
 from support.waiting import HANG
@@ -176,6 +177,34 @@ def seconds_between(start: datetime, end: datetime) -> list[datetime]:
 def duplicate_slots(rows: Sequence[RunRecord]) -> dict[tuple[str, datetime], int]:
     counts = Counter((r.name, r.scheduled_at) for r in rows)
     return {k: n for k, n in counts.items() if n > 1}
+
+
+# ------------------------------------------------------------------------------- operator
+
+
+def audit_cli(
+    env: Mapping[str, str], start: datetime, end: datetime
+) -> subprocess.CompletedProcess[str]:
+    """``voltro schedule audit`` over ``[start, end]`` for ``apps.cluster_app`` with a replica's
+    environment (its database, its schedules), as an operator runs it: a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
+         "--app", CLUSTER_APP, "--from", iso_z(start), "--to", iso_z(end)],
+        cwd=REPO / "tests", env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=HANG, check=False,
+    )  # fmt: skip
+
+
+def pause_schedule(replica: Server, name: str, token: str, reason: str) -> httpx.Response:
+    """``POST /_voltro/inspect/schedules/{name}/pause`` on one replica, answered 200."""
+    r = httpx.post(
+        f"{replica.url}/_voltro/inspect/schedules/{name}/pause",
+        headers={"Authorization": f"Bearer {token}"},
+        json={"reason": reason},
+        timeout=HANG,
+    )
+    assert r.status_code == 200, r.text
+    return r
 
 
 # ------------------------------------------------------------------------------- markers
