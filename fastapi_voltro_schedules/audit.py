@@ -18,8 +18,9 @@ The three findings:
   ``skipped``, no ``missed``). Owed are the slots its definition versions own
   (:mod:`.definitions`: each version's cron within its own span, nothing before the first
   version took effect — a cron edited between deploys owes nothing of its new cadence from
-  before the edit), outside its paused span (``paused_at < slot <= resumed_at``, or after
-  ``paused_at`` while paused), and older than 3 heartbeats (a slot due just now may not have
+  before the edit), outside every span it was paused for (``paused_at < slot <= resumed_at``,
+  or after ``paused_at`` while paused — each pause's span, from ``_voltro_schedule_pause_spans``,
+  not only the latest), and older than 3 heartbeats (a slot due just now may not have
   its row yet). A ledger with no recorded version for a schedule (written before migration
   0006) is judged from the schedule's first clock-driven row instead — a range backfill's
   ``manual`` rows never count as a first row. Needs the schedules: an audit from a bare
@@ -280,7 +281,7 @@ async def audit_ledger(
         self_schedules=schedules,
         first_seen=first_seen,
         versions=versions,
-        pauses=RecordedPauses(await store.pauses()),
+        pauses=RecordedPauses(await store.pause_spans()),
     )
 
 

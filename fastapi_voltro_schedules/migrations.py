@@ -41,6 +41,7 @@ from .models import (
     DEFINITIONS_TABLE,
     LEASES_TABLE,
     MEMBERS_TABLE,
+    PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
     UTCDateTime,
@@ -72,7 +73,15 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./voltro.db"
 """The embedded default store (``VOLTRO_DATABASE_URL`` unset)."""
 
 VOLTRO_TABLES: frozenset[str] = frozenset(
-    {RUNS_TABLE, CLAIMS_TABLE, PAUSES_TABLE, DEFINITIONS_TABLE, MEMBERS_TABLE, LEASES_TABLE}
+    {
+        RUNS_TABLE,
+        CLAIMS_TABLE,
+        PAUSES_TABLE,
+        PAUSE_SPANS_TABLE,
+        DEFINITIONS_TABLE,
+        MEMBERS_TABLE,
+        LEASES_TABLE,
+    }
 )
 """The only tables our migrations create, compare or drop."""
 

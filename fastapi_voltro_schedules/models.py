@@ -28,6 +28,7 @@ from sqlmodel import Field, SQLModel
 RUNS_TABLE = "_voltro_schedule_runs"
 CLAIMS_TABLE = "_voltro_schedule_claims"
 PAUSES_TABLE = "_voltro_schedule_pauses"
+PAUSE_SPANS_TABLE = "_voltro_schedule_pause_spans"
 MEMBERS_TABLE = "_voltro_schedule_members"
 LEASES_TABLE = "_voltro_schedule_leases"
 DEFINITIONS_TABLE = "_voltro_schedule_definitions"
@@ -35,8 +36,8 @@ ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
 
 voltro_metadata = MetaData()
 """The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims``,
-``_voltro_schedule_pauses``, ``_voltro_schedule_definitions`` and the cluster tables
-``_voltro_schedule_members`` and ``_voltro_schedule_leases``."""
+``_voltro_schedule_pauses``, ``_voltro_schedule_pause_spans``, ``_voltro_schedule_definitions``
+and the cluster tables ``_voltro_schedule_members`` and ``_voltro_schedule_leases``."""
 
 
 def bind_utc(value: datetime | None, dialect_name: str) -> Any:
@@ -150,6 +151,22 @@ class SchedulePause(_VoltroModel, table=True):
     resumed_by: str | None = Field(default=None, sa_type=String(16))
 
 
+class SchedulePauseSpan(_VoltroModel, table=True):
+    """One paused span of a schedule, kept for ever: the pauses table holds only the latest
+    pause of each schedule (what the hot paths ask), so a schedule paused twice would leave
+    its first span unexplained — the audit reads every span here. Written in the pause's and
+    the resume's own transactions. Added by migration 0007."""
+
+    __tablename__ = PAUSE_SPANS_TABLE
+
+    name: str = Field(sa_type=String(200), primary_key=True)
+    paused_at: datetime = Field(sa_type=UTCDateTime, primary_key=True)
+    paused_by: str = Field(sa_type=String(16), nullable=False)
+    reason: str | None = Field(default=None, sa_type=String(500))
+    resumed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    resumed_by: str | None = Field(default=None, sa_type=String(16))
+
+
 class ScheduleMember(_VoltroModel, table=True):
     """One live replica under ``coordination="cluster"``: it beats ``heartbeat_at`` (the
     database's clock) every heartbeat; a row silent for two beats is not a member. Added by
@@ -205,6 +222,7 @@ class ScheduleDefinition(_VoltroModel, table=True):
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
 claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
 pauses_table = SchedulePause.__table__  # type: ignore[attr-defined]
+pause_spans_table = SchedulePauseSpan.__table__  # type: ignore[attr-defined]
 members_table = ScheduleMember.__table__  # type: ignore[attr-defined]
 leases_table = ScheduleLease.__table__  # type: ignore[attr-defined]
 definitions_table = ScheduleDefinition.__table__  # type: ignore[attr-defined]

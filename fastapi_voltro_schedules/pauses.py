@@ -32,6 +32,10 @@ What "paused" means, at each place a firing can start:
   within the adoption bound (measured from its last beat: a pause does not stretch it), or
   records it ``missed`` past it. A run already in flight when the pause lands runs to its end.
 
+Every pause's span is also kept for good in ``_voltro_schedule_pause_spans`` (the pauses row
+is reused by the next pause): ``voltro schedule audit`` reads them all
+(:class:`RecordedPauses`), so a schedule paused twice owes no slot of either span.
+
 The cache fails safe in one direction only: when the table cannot be read, the last copy is
 kept (a paused schedule stays paused) and a warning is logged once per outage.
 """
@@ -130,13 +134,24 @@ NO_PAUSES = PauseView()
 
 
 class RecordedPauses(PauseView):
-    """A fixed set of pauses rows (what the audit read), asked like the live copy."""
+    """Recorded pause spans (what the audit read: ``Store.pause_spans``), asked like the live
+    copy — except that a slot is held by *any* span of its schedule, not only the latest: a
+    schedule paused twice owes neither span."""
 
-    def __init__(self, records: Iterable[PauseRecord]) -> None:
-        self._records = {record.name: record for record in records}
+    def __init__(self, spans: Iterable[PauseRecord]) -> None:
+        self._spans: dict[str, list[PauseRecord]] = {}
+        for span in sorted(spans, key=lambda s: s.paused_at):
+            self._spans.setdefault(span.name, []).append(span)
 
     def get(self, name: str) -> PauseRecord | None:
-        return self._records.get(name)
+        spans = self._spans.get(name)
+        return spans[-1] if spans else None
+
+    def holds(self, name: str, slot: datetime) -> bool:
+        return any(
+            span.paused_at < slot and (span.resumed_at is None or slot <= span.resumed_at)
+            for span in self._spans.get(name, ())
+        )
 
 
 class Pauses(PauseView):

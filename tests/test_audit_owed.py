@@ -92,6 +92,61 @@ async def test_a_paused_span_is_not_a_gap(database_url: str) -> None:
     assert report.gap_checked == (NAME,)
 
 
+async def test_every_paused_span_is_not_a_gap_not_only_the_latest(database_url: str) -> None:
+    # The pauses table keeps one row per schedule — a second pause reuses it — so before the
+    # spans were kept the audit knew only the latest span and reported the first one's 12
+    # dropped slots as gaps (exit 1).
+    await upgrade_to_head(database_url)
+    calls: list[datetime] = []
+    schedule = every5s(calls)
+    clock = ManualClock(at(1))
+    config = SchedulingConfig(database_url=database_url, replica_id="pod-1")
+    async with Scheduling([schedule], config=config, clock=clock).run() as scheduling:
+        await fired_through(scheduling, clock, at(20))
+        await scheduling.pause(NAME, by="operator", reason="first")
+        await clock.advance(60)  # 12 slots dropped: (20, 80]
+        await scheduling.resume(NAME, by="operator")
+        await fired_through(scheduling, clock, at(100))
+        await scheduling.pause(NAME, by="operator", reason="second")
+        await clock.advance(30)  # 6 slots dropped: (100, 130]
+        await scheduling.resume(NAME, by="operator")
+        await fired_through(scheduling, clock, at(150))
+        rows = await runs_of(scheduling, NAME)
+        assert scheduling.store is not None
+        spans = await scheduling.store.pause_spans()
+        report = await booted_audit(scheduling, schedule, at(150))
+    assert [(s.reason, s.paused_at, s.resumed_at) for s in spans] == [
+        ("first", at(20), at(80)),
+        ("second", at(100), at(130)),
+    ]
+    dropped = [
+        r for r in rows if at(20) < r.scheduled_at <= at(80) or at(100) < r.scheduled_at <= at(130)
+    ]
+    assert dropped == []  # nothing ran or was recorded while paused
+    assert [c for c in calls if at(80) < c <= at(100)] == [at(85), at(90), at(95), at(100)]
+    assert report.clean, report.text()
+    assert report.gap_checked == (NAME,)
+
+
+async def test_pausing_a_paused_schedule_opens_no_second_span(database_url: str) -> None:
+    await upgrade_to_head(database_url)
+    calls: list[datetime] = []
+    schedule = every5s(calls)
+    clock = ManualClock(at(1))
+    config = SchedulingConfig(database_url=database_url, replica_id="pod-1")
+    async with Scheduling([schedule], config=config, clock=clock).run() as scheduling:
+        assert scheduling.store is not None
+        await scheduling.pause(NAME, by="operator", reason="first")
+        await clock.advance(10)
+        await scheduling.pause(NAME, by="operator", reason="again")  # the first pause wins
+        open_spans = await scheduling.store.pause_spans()
+        await scheduling.resume(NAME, by="operator")
+        await scheduling.resume(NAME, by="operator")  # already resumed: nothing to close
+        closed = await scheduling.store.pause_spans()
+    assert [(s.reason, s.paused_at, s.resumed_at) for s in open_spans] == [("first", at(1), None)]
+    assert [(s.reason, s.paused_at, s.resumed_at) for s in closed] == [("first", at(1), at(11))]
+
+
 async def test_a_range_backfill_before_the_first_run_owes_nothing_older(database_url: str) -> None:
     await upgrade_to_head(database_url)
     calls: list[datetime] = []

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from fastapi_voltro_schedules.models import (
     DEFINITIONS_TABLE,
     LEASES_TABLE,
     MEMBERS_TABLE,
+    PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
     runs_table,
@@ -71,6 +72,7 @@ OUR_TABLES = {
     RUNS_TABLE,
     CLAIMS_TABLE,
     PAUSES_TABLE,
+    PAUSE_SPANS_TABLE,
     DEFINITIONS_TABLE,
     MEMBERS_TABLE,
     LEASES_TABLE,
@@ -131,7 +133,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0006"
+    assert await current_revision(async_engine) == head_revision() == "0007"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -293,8 +295,9 @@ def test_script_location_and_head() -> None:
         "0004_cluster_leases.py",
         "0005_runs_scheduled_index.py",
         "0006_schedule_definitions.py",
+        "0007_pause_spans.py",
     ]
-    assert head_revision() == "0006"
+    assert head_revision() == "0007"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -387,6 +390,7 @@ async def test_docs_include_snippet_manages_our_tables_in_the_users_history(
         RUNS_TABLE,
         CLAIMS_TABLE,
         PAUSES_TABLE,
+        PAUSE_SPANS_TABLE,
         DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,
@@ -407,8 +411,8 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_definitions, _voltro_schedule_members, _voltro_schedule_leases "
-        "at 0006 (sqlite)"
+        "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
+        "_voltro_schedule_leases at 0007 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -442,8 +446,8 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
-        "_voltro_schedule_definitions, _voltro_schedule_members, _voltro_schedule_leases "
-        "at 0006 (postgresql)"
+        "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
+        "_voltro_schedule_leases at 0007 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -486,7 +490,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0006 (sqlite)" in proc.stdout
+    assert "at 0007 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:
@@ -505,3 +509,36 @@ def test_alembic_check_detects_a_drifted_model() -> None:
                 command.check(config)
     finally:
         engine.dispose()
+
+
+def test_0007_copies_each_schedules_latest_pause_into_the_spans() -> None:
+    """A ledger paused before the spans table existed keeps its paused spans: the audit owes
+    nothing inside them after the upgrade."""
+    from sqlalchemy import create_engine, insert, select
+
+    from fastapi_voltro_schedules.models import pause_spans_table, pauses_table
+
+    t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    try:
+        with engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.upgrade(config, "0006")
+            conn.execute(
+                insert(pauses_table),
+                [
+                    {"name": "a", "paused_at": t, "paused_by": "operator", "reason": "x",
+                     "resumed_at": t + timedelta(minutes=2), "resumed_by": "operator"},
+                    {"name": "b", "paused_at": t, "paused_by": "cli", "reason": None,
+                     "resumed_at": None, "resumed_by": None},
+                ],
+            )  # fmt: skip
+            command.upgrade(config, "head")
+            spans = conn.execute(select(pause_spans_table).order_by("name")).all()
+    finally:
+        engine.dispose()
+    assert [(s.name, s.paused_at, s.paused_by, s.reason, s.resumed_at) for s in spans] == [
+        ("a", t, "operator", "x", t + timedelta(minutes=2)),
+        ("b", t, "cli", None, None),
+    ]

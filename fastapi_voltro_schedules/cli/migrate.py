@@ -21,6 +21,7 @@ from ..models import (
     DEFINITIONS_TABLE,
     LEASES_TABLE,
     MEMBERS_TABLE,
+    PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
 )
@@ -116,6 +117,7 @@ def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) 
         RUNS_TABLE,
         CLAIMS_TABLE,
         PAUSES_TABLE,
+        PAUSE_SPANS_TABLE,
         DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,

@@ -381,6 +381,11 @@ class Store(abc.ABC):
     async def pauses(self) -> list[PauseRecord]:
         """Every row of the pauses table (one per schedule ever paused: a small table)."""
 
+    @abc.abstractmethod
+    async def pause_spans(self) -> list[PauseRecord]:
+        """Every paused span ever recorded, ``(name, paused_at)`` order — each pause's, not
+        only the latest (an open span has no ``resumed_at``). For the audit: read rarely."""
+
     # -- definition versions ----------------------------------------------------------------
 
     @abc.abstractmethod

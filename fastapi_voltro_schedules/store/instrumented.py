@@ -328,6 +328,9 @@ class InstrumentedStore(Store):
     async def pauses(self) -> list[PauseRecord]:
         return await self._counted("pauses", self.inner.pauses())
 
+    async def pause_spans(self) -> list[PauseRecord]:
+        return await self._counted("pause_spans", self.inner.pause_spans())
+
     async def definitions(
         self, names: Collection[str] | None = None
     ) -> dict[str, list[DefinitionRecord]]:

@@ -1,5 +1,6 @@
 """Pauses: one row per schedule, written conditionally, so operators pausing or resuming at
-once all end on the same row."""
+once all end on the same row; and the span each pause opens, kept for the audit, written in
+the same transaction as the row's change that opened or closed it."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ class SQLPauses(SQLConnections):
 
         async def work(conn: AsyncConnection) -> PauseRecord:
             again = await conn.execute(q.pause_again(name, paused_at, paused_by, reason))
-            if not again.rowcount:
-                await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+            opened = bool(again.rowcount)
+            if not opened:
+                inserted = await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+                opened = bool(inserted.rowcount)
+            if opened:  # not when already paused: that pause's span stays the open one
+                await conn.execute(q.span_insert(row))
             stored = (await conn.execute(q.pauses_select(name))).one()
             return PauseRecord.from_row(stored._mapping)
 
@@ -36,7 +41,8 @@ class SQLPauses(SQLConnections):
         aware(resumed_at, "resumed_at")
 
         async def work(conn: AsyncConnection) -> PauseRecord | None:
-            await conn.execute(q.pause_resume(name, resumed_at, resumed_by))
+            if (await conn.execute(q.pause_resume(name, resumed_at, resumed_by))).rowcount:
+                await conn.execute(q.span_resume(name, resumed_at, resumed_by))
             stored = (await conn.execute(q.pauses_select(name))).first()
             return None if stored is None else PauseRecord.from_row(stored._mapping)
 
@@ -48,3 +54,10 @@ class SQLPauses(SQLConnections):
             return [PauseRecord.from_row(row._mapping) for row in result]
 
         return await self._attempt("pauses", work, write=False)
+
+    async def pause_spans(self) -> list[PauseRecord]:
+        async def work(conn: AsyncConnection) -> list[PauseRecord]:
+            result = await conn.execute(q.spans_select())
+            return [PauseRecord.from_row(row._mapping) for row in result]
+
+        return await self._attempt("pause_spans", work, write=False)

@@ -37,7 +37,15 @@ from .claims import (
 )
 from .definitions import definitions_insert, definitions_select
 from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
-from .pauses import pause_again, pause_insert, pause_resume, pauses_select
+from .pauses import (
+    pause_again,
+    pause_insert,
+    pause_resume,
+    pauses_select,
+    span_insert,
+    span_resume,
+    spans_select,
+)
 from .reads import (
     BY_NAME_INDEX,
     BY_TIME_INDEX,
@@ -127,5 +135,8 @@ __all__ = [
     "runs_in_status",
     "select_runs",
     "silent_runs",
+    "span_insert",
+    "span_resume",
+    "spans_select",
     "succeeded_slots",
 ]

@@ -1,4 +1,5 @@
-"""The pauses table: one row per schedule, which a resume keeps and a later pause reuses."""
+"""The pauses table: one row per schedule, which a resume keeps and a later pause reuses; and
+the pause spans table: one row per pause, for ever (the audit's history)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import Insert, Select, Update, insert, select
 from sqlalchemy import update as sa_update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ...models import pauses_table
+from ...models import pause_spans_table, pauses_table
 from .dialects import dialect_family
 
 
@@ -62,3 +63,24 @@ def pauses_select(name: str | None = None) -> Select[Any]:
     if name is not None:
         stmt = stmt.where(pauses_table.c.name == name)
     return stmt
+
+
+def span_insert(row: Mapping[str, Any]) -> Insert:
+    """A new span: written only by the pause that set ``paused_at`` (its own transaction), so
+    its key ``(name, paused_at)`` is new."""
+    return insert(pause_spans_table).values(**row)
+
+
+def span_resume(name: str, resumed_at: datetime, resumed_by: str) -> Update:
+    """Close ``name``'s open span (the resume that stamped the pauses row, same transaction)."""
+    c = pause_spans_table.c
+    return (
+        sa_update(pause_spans_table)
+        .where(c.name == name, c.resumed_at.is_(None))
+        .values(resumed_at=resumed_at, resumed_by=resumed_by)
+    )
+
+
+def spans_select() -> Select[Any]:
+    c = pause_spans_table.c
+    return select(pause_spans_table).order_by(c.name, c.paused_at)
