@@ -42,6 +42,7 @@ from .enums import (
     BackfillPolicy,
     ChangeStrategy,
     Coordination,
+    CoordinationOutcome,
     OverlapPolicy,
     RunStatus,
     Trigger,
@@ -49,7 +50,7 @@ from .enums import (
 from .errors import StoreUnavailableError
 from .gcpacing import shared_pacer
 from .logs import logger
-from .maintenance import Maintenance
+from .maintenance import Maintenance, RowlessAccounting
 from .metrics import QueueMetrics, default_queue_metrics
 from .pauses import NO_PAUSES, PauseView
 from .planning import DEAD_AFTER_BEATS
@@ -187,9 +188,28 @@ class Engine:
             queue_metrics=queue_metrics,
             overlaps=overlaps or {s.name: s.on_overlap for s in self.schedules},
             owing=[s.name for s in self.schedules if s.backfill is BackfillPolicy.ALL],
+            rowless=self._rowless_accounting(watched_names),
         )
         self._timer_scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
+
+    def _rowless_accounting(self, watched_names: Sequence[str]) -> RowlessAccounting | None:
+        """What the claims sweep writes for this app — on a store other processes share (an
+        in-memory ledger dies with the only process that could have claimed in it)."""
+        if self.store.dialect_name == "memory":
+            return None
+        own = frozenset(s.name for s in self.schedules)
+        outcome = {
+            Coordination.SINGLE: CoordinationOutcome.SINGLE,
+            Coordination.ADVISORY_LOCK: CoordinationOutcome.WON_LOCK,
+            Coordination.CLUSTER: CoordinationOutcome.CLUSTER,
+        }[self.coordination]
+        return RowlessAccounting(
+            replica_id=self.replica_id,
+            self_names=own,
+            external_names=frozenset(watched_names) - own,
+            self_outcome=outcome,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -253,14 +273,15 @@ class Engine:
 
     async def _corpse_loop(self) -> None:
         """Every three heartbeats — as soon as a silent row counts as dead: mark the dead
-        ``running`` rows (the reaper), then resume the owed ``queued`` rows a replica that
-        died left (in the middle of a catch-up, or with a line waiting) while its peers ran
-        on."""
+        ``running`` rows (the reaper), resume the owed ``queued`` rows a replica that died
+        left (in the middle of a catch-up, or with a line waiting) while its peers ran on, and
+        record the slots it left claimed without a row."""
         interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
         while True:
             await self.clock.sleep(interval)
             await self.maintenance.reap()
             await self.resume_orphans()
+            await self.maintenance.account_rowless()
 
     def _quiet(self) -> None:
         """A herd's handlers have started (or the timer sleeps with nothing due): a full

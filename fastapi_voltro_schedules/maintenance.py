@@ -24,22 +24,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .clock import iso_z
 from .config import DEFAULT_CLAIM_RETENTION_MS
-from .enums import OverlapPolicy, RunStatus
+from .enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from .errors import StoreUnavailableError
-from .ledger import mark_abandoned
+from .ledger import mark_abandoned, new_row
 from .logs import logger
-from .planning import is_live
+from .planning import DEAD_AFTER_BEATS, is_live
 
 if TYPE_CHECKING:
     from .clock import Clock
     from .coordination import InFlight
     from .metrics import QueueMetrics
-    from .store import RunRecord, Store
+    from .store import ClaimRecord, RunRecord, Store
 
 RETENTION_INTERVAL_SECONDS = 600.0
 """Longest pause between two sweeps (shorter for a short retention: see
@@ -68,6 +69,15 @@ MAX_GUARD_SECONDS = 0.5
 HERD_CLEARANCE_SECONDS = 0.2
 """After a whole second passed, the next batch waits this long past it: the herd's admission
 (claims, rows) goes first."""
+ROWLESS_CLAIM = "claim-without-row"
+"""``error_tag`` of a ``missed`` row the sweeper wrote for a slot claimed more than three beats
+ago with no row: the replica that claimed it stopped before recording it (a path that claims
+apart from its row), and nothing ran it."""
+ROWLESS_LOOKBACK = timedelta(minutes=10)
+"""How far back a replica's first claims sweep reads (a replica down longer leaves older claims
+to the audit)."""
+ROWLESS_READ = 5000
+"""Claims read per statement by the claims sweep."""
 WRITTEN_OFF = "written-off"
 """``error_tag`` of a queued row written off at boot because its schedule has no line any
 more — no longer declared, or no longer ``on_overlap="queue"`` (distinct from ``abandoned``: a
@@ -88,6 +98,7 @@ class Maintenance:
         claim_retention_ms: int | None = None,
         overlaps: Mapping[str, OverlapPolicy] | None = None,
         owing: Collection[str] = (),
+        rowless: RowlessAccounting | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -113,6 +124,70 @@ class Maintenance:
         self.owing = frozenset(owing)
         """Declared ``backfill="all"`` schedules: each queued row of theirs is a slot still
         owed, resumed (``catchup.resume_orphans``), never written off."""
+        self.rowless = rowless
+        """How this replica accounts for claims without rows (``None``: a store no other
+        process shares — nobody else's claim can be left there)."""
+        self._rowless_after: datetime | None = None
+        """Where the next claims sweep reads from (``None``: not swept yet)."""
+
+    async def account_rowless(self) -> int:
+        """Turn every claim older than three beats whose slot has no row into a ``missed`` row
+        (``error_tag="claim-without-row"``), so no slot stays claimed and unrecorded: its
+        replica stopped between a claim and the row (paths that write them apart — a queue's
+        fenced claim under ``cluster``, a missed slot's claim, a hole's repair), and a retried
+        arrival or the replicas' own firings would lose to the claim for ever. Each is taken
+        over in one transaction with its row, compared on the holder and instant read, so
+        replicas sweeping together write it once. Runs every three heartbeats; each sweep reads
+        the claims since the last (three beats of overlap: claims stamped by a replica whose
+        clock lags). Returns how many this call recorded."""
+        if self.rowless is None:
+            return 0
+        beats = timedelta(milliseconds=DEAD_AFTER_BEATS * self.heartbeat_ms)
+        now = self.clock.now()
+        upto = now - beats
+        floor = upto - min(ROWLESS_LOOKBACK, self.claim_retention)
+        if self.run_retention is not None:  # older rows may be pruned: not a missing row
+            floor = max(floor, now - self.run_retention + beats)
+        after = max(floor, (self._rowless_after or floor) - beats)
+        recorded = 0
+        try:
+            while after < upto:
+                found, more = await self.store.rowless_claims(after, upto, ROWLESS_READ)
+                for claim, name, slot in found:
+                    recorded += await self._account(claim, name, slot, now)
+                if more is None:
+                    break
+                after = more
+        except StoreUnavailableError as exc:
+            logger.warning("scheduler: claims sweep failed: %s", exc)
+            return recorded
+        self._rowless_after = upto
+        return recorded
+
+    async def _account(self, claim: ClaimRecord, name: str, slot: datetime, now: datetime) -> int:
+        assert self.rowless is not None
+        trigger, outcome = self.rowless.explain(name)
+        if trigger is None:
+            return 0  # not a schedule of this app: its own deployment accounts for it
+        row = replace(
+            new_row(name, slot, RunStatus.MISSED, trigger, outcome, now, self.rowless.replica_id),
+            error_tag=ROWLESS_CLAIM,
+            error_message=(
+                f"claimed by {claim.replica_id or '?'} at {iso_z(claim.claimed_at)}, which "
+                "stopped before recording the slot — nothing ran; run it with a range backfill "
+                "if it matters"
+            ),
+        )
+        if not await self.store.account_claim(claim, row, self.rowless.replica_id):
+            return 0
+        logger.warning(
+            "scheduler: missed (claimed, never recorded)  name=%s slot=%s claimedBy=%s errorTag=%s",
+            name,
+            iso_z(slot),
+            claim.replica_id,
+            ROWLESS_CLAIM,
+        )
+        return 1
 
     async def reap(self) -> int:
         """Mark every dead ``running`` row of this app's schedules ``failed/abandoned`` (any
@@ -302,6 +377,26 @@ class Maintenance:
             else:
                 return
             await self.clock.sleep(wait)
+
+
+@dataclass(frozen=True, slots=True)
+class RowlessAccounting:
+    """What the claims sweep needs to know of this app: who it is, and how the slots of each
+    of its schedules are claimed (``self`` ones by this coordination; the rest by arrivals)."""
+
+    replica_id: str
+    self_names: frozenset[str]
+    external_names: frozenset[str]
+    self_outcome: CoordinationOutcome
+
+    def explain(self, name: str) -> tuple[Trigger | None, CoordinationOutcome]:
+        """The trigger and coordination outcome a row of ``name`` is written with (trigger
+        ``None``: not a schedule of this app)."""
+        if name in self.self_names:
+            return Trigger.SELF, self.self_outcome
+        if name in self.external_names:
+            return Trigger.EXTERNAL, CoordinationOutcome.EXTERNAL
+        return None, CoordinationOutcome.NONE
 
 
 @dataclass(slots=True)

@@ -228,6 +228,19 @@ leases_table = ScheduleLease.__table__  # type: ignore[attr-defined]
 definitions_table = ScheduleDefinition.__table__  # type: ignore[attr-defined]
 
 
+CLAIM_KEY_SECOND = "%Y-%m-%dT%H:%M:%S"
+
+
 def claim_key(name: str, scheduled_at: datetime) -> str:
     """The claim key of a slot: the name and the UTC second, identical on every replica."""
-    return f"{name}@{scheduled_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')}"
+    return f"{name}@{scheduled_at.astimezone(UTC).strftime(CLAIM_KEY_SECOND)}"
+
+
+def slot_of_claim_key(key: str) -> tuple[str, datetime] | None:
+    """The ``(name, slot)`` a :func:`claim_key` stands for; ``None`` for any other claims row
+    (a queue line's lock)."""
+    name, _, second = key.rpartition("@")
+    try:
+        return name, datetime.strptime(second, CLAIM_KEY_SECOND).replace(tzinfo=UTC)
+    except ValueError:
+        return None

@@ -7,7 +7,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .base import Store
-from .records import DefinitionRecord, PauseRecord, RunOutcome, RunRecord, new_run_id, new_run_ids
+from .records import (
+    ClaimRecord,
+    DefinitionRecord,
+    PauseRecord,
+    RunOutcome,
+    RunRecord,
+    new_run_id,
+    new_run_ids,
+)
 from .sql import DEFAULT_URL, SQLStore, make_engine
 
 
@@ -33,6 +41,7 @@ def create_store(
 
 
 __all__ = [
+    "ClaimRecord",
     "DefinitionRecord",
     "PauseRecord",
     "RunOutcome",

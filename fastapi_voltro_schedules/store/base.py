@@ -23,6 +23,7 @@ from .records import (
     CLOCK_TRIGGERS,
     LIVE_STATUSES,
     TERMINAL_STATUSES,
+    ClaimRecord,
     DefinitionRecord,
     PauseRecord,
     RowWrite,
@@ -104,6 +105,22 @@ class Store(abc.ABC):
         inserted. A claim never lands without its row, nor a row without its claim: a process
         killed halfway leaves neither. Same election per key as :meth:`claim_many`; errors as
         :meth:`claim` (on an error no run is reported inserted)."""
+
+    @abc.abstractmethod
+    async def rowless_claims(
+        self, after: datetime, upto: datetime, limit: int
+    ) -> tuple[list[tuple[ClaimRecord, str, datetime]], datetime | None]:
+        """The slot claims with ``after < claimed_at <= upto`` whose slot has no row at all,
+        each with the name and slot its key stands for; and, when ``limit`` claims were read
+        (oldest first) and more may follow, the ``claimed_at`` to go on from (else ``None``).
+        Read-only: the sweeper's question (:meth:`account_claim` is its answer)."""
+
+    @abc.abstractmethod
+    async def account_claim(self, claim: ClaimRecord, row: RunRecord, replica_id: str) -> bool:
+        """In one transaction: unless a row of ``row``'s slot exists by now, take ``claim``
+        over for ``replica_id`` — iff it is still held as read (holder and instant) — and
+        insert ``row``. Whether this call wrote it (of replicas accounting for one claim at
+        once, one does)."""
 
     @abc.abstractmethod
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
@@ -422,6 +439,7 @@ __all__ = [
     "LIVE_STATUSES",
     "TERMINAL_STATUSES",
     "UNCHECKED",
+    "ClaimRecord",
     "D",
     "DefinitionRecord",
     "LineDecision",

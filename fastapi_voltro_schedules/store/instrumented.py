@@ -33,6 +33,7 @@ from ..outcomes import RecordedOutcome
 from .base import (
     CLOCK_TRIGGERS,
     UNCHECKED,
+    ClaimRecord,
     D,
     DefinitionRecord,
     LineDecision,
@@ -191,6 +192,21 @@ class InstrumentedStore(Store):
             raise
         self._observe_rows([r for r in runs if r.id in inserted], soon=True)
         return inserted
+
+    async def rowless_claims(
+        self, after: datetime, upto: datetime, limit: int
+    ) -> tuple[list[tuple[ClaimRecord, str, datetime]], datetime | None]:
+        return await self._counted("rowless_claims", self.inner.rowless_claims(after, upto, limit))
+
+    async def account_claim(self, claim: ClaimRecord, row: RunRecord, replica_id: str) -> bool:
+        try:
+            wrote = await self.inner.account_claim(claim, row, replica_id)
+        except StoreUnavailableError:
+            self._error("account_claim")
+            raise
+        if wrote:  # a missed row: counted like every other outcome written
+            self._observe_rows([row])
+        return wrote
 
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
         return await self._counted("prune_claims", self.inner.prune_claims(older_than, limit))

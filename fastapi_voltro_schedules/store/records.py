@@ -274,3 +274,13 @@ __all__ = [
     "new_run_id",
     "new_run_ids",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One row of ``_voltro_schedule_claims`` read back: a slot's claim, who holds it, since
+    when (that replica's clock)."""
+
+    key: str
+    replica_id: str
+    claimed_at: datetime

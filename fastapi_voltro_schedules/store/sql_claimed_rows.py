@@ -11,15 +11,19 @@ are inserted before the transaction commits.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..models import claim_key
-from .base import RunRecord
+from ..models import claim_key, slot_of_claim_key
+from . import statements as q
+from .base import ClaimRecord, RunRecord
 from .sql_claims import SQLClaims
 from .sql_connections import aware
 from .sql_writes import SQLWrites
+
+_SECOND = timedelta(seconds=1)
+"""A claim key names a whole second: the rows of its slot lie within it."""
 
 
 class SQLClaimedRows(SQLClaims, SQLWrites):
@@ -57,3 +61,48 @@ class SQLClaimedRows(SQLClaims, SQLWrites):
             return {r.id for r in rows}
 
         return work
+
+    async def rowless_claims(
+        self, after: datetime, upto: datetime, limit: int
+    ) -> tuple[list[tuple[ClaimRecord, str, datetime]], datetime | None]:
+        aware(after, "after")
+        aware(upto, "upto")
+
+        async def work(
+            conn: AsyncConnection,
+        ) -> tuple[list[tuple[ClaimRecord, str, datetime]], datetime | None]:
+            read = (await conn.execute(q.claims_between(after, upto, limit))).all()
+            more = read[-1].claimed_at if len(read) == limit else None
+            found = []
+            for row in read:
+                slot = slot_of_claim_key(row.key)
+                if slot is not None:
+                    found.append((ClaimRecord(row.key, row.replica_id, row.claimed_at), *slot))
+            if not found:
+                return [], more
+            names = {name for _, name, _ in found}
+            first = min(at for _, _, at in found)
+            last = max(at for _, _, at in found) + _SECOND
+            recorded = {
+                claim_key(r.name, r.scheduled_at)
+                for r in await conn.execute(q.slots_with_rows(names, first, last))
+            }
+            found = [(c, name, at) for c, name, at in found if c.key not in recorded]
+            return found, more
+
+        return await self._attempt("rowless_claims", work, write=False)
+
+    async def account_claim(self, claim: ClaimRecord, row: RunRecord, replica_id: str) -> bool:
+        aware(row.scheduled_at, "scheduled_at")
+
+        async def work(conn: AsyncConnection) -> bool:
+            recorded = q.slots_with_rows([row.name], row.scheduled_at, row.scheduled_at + _SECOND)
+            if (await conn.execute(recorded)).first():
+                return False  # the row landed after all: nothing to account for
+            taken = q.claim_take_over(claim.key, claim.replica_id, claim.claimed_at, replica_id)
+            if (await conn.execute(taken)).rowcount != 1:
+                return False  # another replica accounted for it, or the claim moved
+            await self.insert_rows(conn, [row.values()])
+            return True
+
+        return await self._attempt("account_claim", work)

@@ -31,9 +31,12 @@ from .claims import (
     claim_insert,
     claim_insert_array,
     claim_release,
+    claim_take_over,
     claim_touch,
+    claims_between,
     claims_won_by,
     line_lock,
+    slots_with_rows,
 )
 from .definitions import definitions_insert, definitions_select
 from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
@@ -103,7 +106,9 @@ __all__ = [
     "claim_insert",
     "claim_insert_array",
     "claim_release",
+    "claim_take_over",
     "claim_touch",
+    "claims_between",
     "claims_won_by",
     "conditional_update",
     "database_now",
@@ -135,6 +140,7 @@ __all__ = [
     "runs_in_status",
     "select_runs",
     "silent_runs",
+    "slots_with_rows",
     "span_insert",
     "span_resume",
     "spans_select",

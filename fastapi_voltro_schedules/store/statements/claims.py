@@ -170,3 +170,38 @@ def line_lock(name: str, at: datetime) -> Update:
     at the line takes first (and keeps the row fresh, so claim pruning never removes it)."""
     c = claims_table.c
     return sa_update(claims_table).where(c.key == name + LINE_SUFFIX).values(claimed_at=at)
+
+
+def claims_between(after: datetime, upto: datetime, limit: int) -> Select[Any]:
+    """Slot claims with ``after < claimed_at <= upto``, oldest first (served by
+    ``ix_voltro_claims_claimed_at``) — not the queue lines' lock rows."""
+    c = claims_table.c
+    return (
+        select(c.key, c.replica_id, c.claimed_at)
+        .where(c.claimed_at > after, c.claimed_at <= upto, c.key.not_like("%" + LINE_SUFFIX))
+        .order_by(c.claimed_at, c.key)
+        .limit(limit)
+    )
+
+
+def slots_with_rows(names: Collection[str], first: datetime, last: datetime) -> Select[Any]:
+    """``(name, scheduled_at)`` of the rows of ``names`` with ``first <= scheduled_at < last``
+    — a superset of the slots asked about; the caller keeps its own, compared by the claim
+    key's whole second (``ix_voltro_runs_name_scheduled`` serves it)."""
+    c = runs_table.c
+    return (
+        select(c.name, c.scheduled_at)
+        .where(c.name.in_(list(names)), c.scheduled_at >= first, c.scheduled_at < last)
+        .distinct()
+    )
+
+
+def claim_take_over(key: str, replica_id: str, claimed_at: datetime, by: str) -> Update:
+    """Hand a claim to ``by`` iff it is still the one read (holder and instant): of several
+    replicas accounting for the same claim, one updates it."""
+    c = claims_table.c
+    return (
+        sa_update(claims_table)
+        .where(c.key == key, c.replica_id == replica_id, c.claimed_at == claimed_at)
+        .values(replica_id=by)
+    )
