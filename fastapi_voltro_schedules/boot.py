@@ -130,6 +130,9 @@ def build_engine(scheduling: Scheduling, store: Store) -> Engine:
         change_strategy=change_strategy(config, store),
         pauses=scheduling.pauses if scheduling.pauses is not None else NO_PAUSES,
         versions=scheduling.versions,
+        external_names=[
+            s.name for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.EXTERNAL
+        ],
     )
 
 

@@ -14,7 +14,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from .coordination import (
     Verdict,
     Wakeups,
 )
+from .coordination.sharing import shared_schedules
 from .definitions import NO_VERSIONS, Versions
 from .dispatcher import Dispatcher, Firing
 from .enums import (
@@ -95,6 +96,7 @@ class Engine:
         queue_metrics: QueueMetrics | None = None,
         pauses: PauseView = NO_PAUSES,
         versions: Versions = NO_VERSIONS,
+        external_names: Collection[str] = (),
     ) -> None:
         self.schedules = list(schedules)
         self.versions = versions
@@ -128,6 +130,12 @@ class Engine:
                 heartbeat_ms=heartbeat_ms,
                 versions=versions,
             )
+        # Whose overlap rules read the ledger (runs in other processes): every schedule on a
+        # fleet; on a SQLite file several workers share, the external ones (their arrivals land
+        # on any worker). The rest keep the in-process rules: no read on their firing path.
+        shared = shared_schedules(
+            cluster=cluster, shared_file=store.shared_file, external=external_names
+        )
         line = (
             DurableLine(
                 store=store,
@@ -139,13 +147,13 @@ class Engine:
                 wakeups=self.wakeups,
                 metrics=queue_metrics,
             )
-            if cluster
+            if cluster or (store.shared_file and external_names)
             else None
         )
         self.admitter = Admitter(
             gate=gate,
             fence=gate if isinstance(gate, ClusterGate) else None,
-            skip=SkipRule(store, self.inflight, replica_id, heartbeat_ms, cluster),
+            skip=SkipRule(store, self.inflight, replica_id, heartbeat_ms, shared),
             chain=Chain(self.inflight, runner.watchdog),
             line=line,
             inflight=self.inflight,
@@ -154,6 +162,7 @@ class Engine:
             clock=clock,
             replica_id=replica_id,
             pauses=pauses,
+            shared=shared,
         )
         self.dispatcher = Dispatcher(
             admitter=self.admitter,

@@ -110,17 +110,19 @@ def test_new_run_ids_in_bulk_continue_the_same_order() -> None:
 
 async def test_dialect_name_and_multi_instance(store: SQLStore, store_url: str) -> None:
     await store.ping()
+    # shared_file: a SQLite file several processes of one machine may open (--workers N)
     expected = {
-        "sqlite+aiosqlite://": ("memory", False),
+        "sqlite+aiosqlite://": ("memory", False, False),
     }.get(store_url)
     if expected is None:
         backend = store_url.split("+", 1)[0]
         expected = {
-            "sqlite": ("sqlite", False),
-            "postgresql": ("postgresql", True),
-            "mysql": ("mariadb", True),
+            "sqlite": ("sqlite", False, True),
+            "postgresql": ("postgresql", True, False),
+            "mysql": ("mariadb", True, False),
         }[backend]
-    assert (store.dialect_name, store.supports_multi_instance) == expected
+    found = (store.dialect_name, store.supports_multi_instance, store.shared_file)
+    assert found == expected
 
 
 # ------------------------------------------------------------------------------- claims

@@ -386,8 +386,10 @@ async def _claim_released(scheduling: Scheduling, name: str, slot: datetime) -> 
 
 
 def _waiting_here(scheduling: Scheduling, match: Callable[[RunRecord], bool]) -> RunRecord | None:
-    """A firing waiting in this process's in-process queue line (SQLite writes no ``queued``
-    row: its row appears when its turn comes), as its ``queued`` row."""
+    """A firing waiting in this process's in-process queue line (the memory ledger's: it writes
+    no ``queued`` row, its row appears when its turn comes), as its ``queued`` row. On a SQLite
+    file an external schedule waits in the durable line, a written row (``coordination/
+    sharing.py``)."""
     engine = scheduling.engine
     if engine is None:
         return None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .cluster import ClusterGate
     from .inflight import InFlight
     from .queue import DurableLine
+    from .sharing import Shared
     from .skip import SkipRule
 
 
@@ -55,6 +56,7 @@ class Admitter:
         replica_id: str,
         pauses: PauseView = NO_PAUSES,
         fence: ClusterGate | None = None,
+        shared: Shared | None = None,
     ) -> None:
         self.pauses = pauses
         self.gate = gate
@@ -64,7 +66,11 @@ class Admitter:
         self.skip = skip
         self.chain = chain
         self.line = line
-        """The durable line (multi-instance coordination); ``None``: the in-process chain."""
+        """The durable line (multi-instance coordination, or a SQLite file several processes
+        share); ``None``: the in-process chain only."""
+        self.shared = shared
+        """Which schedules wait in :attr:`line` (runs elsewhere, see :mod:`.sharing`); the
+        others in the in-process chain. ``None``: every one, when there is a line."""
         self.inflight = inflight
         self.ledger = ledger
         self.store = store
@@ -86,6 +92,10 @@ class Admitter:
         if now is None:
             now = self.clock.now()
         return new_row(schedule.name, slot, status, trigger, outcome, now, self.replica_id, run_id)
+
+    def _lined(self, schedule: Schedule) -> bool:
+        """Whether ``schedule`` queues in the durable line (else in the in-process chain)."""
+        return self.line is not None and (self.shared is None or self.shared(schedule))
 
     # -- one firing -----------------------------------------------------------------------
 
@@ -124,7 +134,7 @@ class Admitter:
                 # The claims-row race: the claim commits with the row that records the slot.
                 if not queues:
                     return await self._claim_with_row(schedule, slot, trigger, claim_as)
-                if self.line is not None:
+                if self._lined(schedule):
                     return await self._queue(schedule, slot, trigger, _claimed(claim_as), True)
             try:
                 elected = await self.gate.elect(schedule, slot, claim_as)
@@ -268,7 +278,7 @@ class Admitter:
     ) -> Admission:
         """``claim``: the slot is not claimed yet — its claim is taken in the transaction of
         the first look at the line (``DurableLine.join``)."""
-        if self.line is None:
+        if self.line is None or not self._lined(schedule):
             return await self._chain(schedule, slot, trigger, outcome, owed=owed)
         me = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome)
         try:
@@ -421,7 +431,7 @@ class Admitter:
             iso_z(row.scheduled_at),
             orphan.replica_id,
         )
-        if self.line is None:
+        if self.line is None or not self._lined(schedule):
             return Admission(Verdict.QUEUED, row, self._chain_written(schedule, row))
         return Admission(Verdict.QUEUED, row, self.line.turn(schedule, row, self.pauses))
 

@@ -1,7 +1,9 @@
 """``on_overlap="skip"``: stand down when a run of the schedule is live on any replica.
 
 The check reads ``running`` rows cluster-wide (this process's own runs first, without a
-read). A row silent for three beats is a corpse: marked ``failed/abandoned`` on the way and not
+read) for the schedules whose runs may live in other processes (:mod:`.sharing`: all of them on
+a fleet, the external ones on a SQLite file several workers share); the others' runs are all
+here. A row silent for three beats is a corpse: marked ``failed/abandoned`` on the way and not
 counted. A read that fails closes the door: a skip that cannot see the cluster does not run
 anyway — it records nothing and says so (``Verdict.UNAVAILABLE``).
 """
@@ -20,18 +22,19 @@ if TYPE_CHECKING:
     from ..definition import Schedule
     from ..store import RunRecord, Store
     from .inflight import InFlight
+    from .sharing import Shared
 
 
 class SkipRule:
     def __init__(
-        self, store: Store, inflight: InFlight, replica_id: str, heartbeat_ms: int, cluster: bool
+        self, store: Store, inflight: InFlight, replica_id: str, heartbeat_ms: int, shared: Shared
     ) -> None:
         self._store = store
         self._inflight = inflight
         self._replica_id = replica_id
         self._heartbeat_ms = heartbeat_ms
-        self._cluster = cluster
-        """Whether other replicas can hold the schedule (multi-instance coordination)."""
+        self._shared = shared
+        """Whether other processes can hold the schedule (see :mod:`.sharing`)."""
 
     async def holder(self, schedule: Schedule, now: datetime) -> RunRecord | None:
         """The live run that makes this firing stand down, if any. Raises
@@ -47,7 +50,7 @@ class SkipRule:
         them to :meth:`bury` once this replica won the slot — a replica that loses the claim
         must not mark, at its own later instant, a corpse the winner judged dead first)."""
         held = self._inflight.held(schedule.name)
-        if held is not None or not self._cluster:
+        if held is not None or not self._shared(schedule):
             return held, ()
         rows = await self._store.live_runs(schedule.name)
         return await self.live_among(schedule, rows, now, bury=False), rows
@@ -64,7 +67,7 @@ class SkipRule:
 
     def needs_read(self, schedule: Schedule) -> bool:
         """Whether :meth:`holder` would read the store (the herd reads once for all)."""
-        return self._cluster and self.held_here(schedule) is None
+        return self._shared(schedule) and self.held_here(schedule) is None
 
     async def live_among(
         self, schedule: Schedule, rows: Sequence[RunRecord], now: datetime, *, bury: bool = True

@@ -70,6 +70,13 @@ class Store(abc.ABC):
         ``False`` for SQLite and memory: ``advisoryLock``/``cluster`` fall back to ``single``.
         """
 
+    @property
+    def shared_file(self) -> bool:
+        """Whether this is a SQLite *file*: several processes of one machine may open it
+        (``uvicorn --workers N``), though it is no multi-instance store. ``False`` for the
+        memory ledger (one process's) and for servers (:attr:`supports_multi_instance`)."""
+        return False
+
     # -- claims -----------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -172,6 +172,10 @@ class InstrumentedStore(Store):
     def supports_multi_instance(self) -> bool:
         return self.inner.supports_multi_instance
 
+    @property
+    def shared_file(self) -> bool:
+        return self.inner.shared_file
+
     async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
         return await self._counted("claim", self.inner.claim(key, replica_id, claimed_at))
 

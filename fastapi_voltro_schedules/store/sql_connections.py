@@ -86,6 +86,10 @@ class SQLConnections(Store):
     def supports_multi_instance(self) -> bool:
         return self.dialect_name not in ("memory", "sqlite")
 
+    @property
+    def shared_file(self) -> bool:
+        return self._sqlite_path is not None
+
     def change_stamp(self) -> tuple[float, Hashable] | None:
         path = self._sqlite_path
         if path is None:
