@@ -50,6 +50,7 @@ from support.cluster import (
 from support.waiting import HANG, wait_for
 
 from fastapi_voltro_schedules import RunStatus
+from fastapi_voltro_schedules.catchup import BOOT_GRACE
 from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, create_store
@@ -68,8 +69,9 @@ NAMES = [f"life-{b}-{o}" for b in LIFE_BACKFILLS for o in LIFE_OVERLAPS]
 EDITED = "life-latest-skip"
 PAUSED = "life-all-queue"
 KILL_PHASE_SECONDS = 8.0
-DOWN_SECONDS = 5.0
+DOWN_SECONDS = 6.0
 PAUSE_SECONDS = 3.0
+PAUSE_TRIES = 4
 
 
 class Fleet:
@@ -142,29 +144,35 @@ def kill_phase(fleet: Fleet, seconds: float, rng: random.Random, faults: Counter
 
 
 def pause_with_a_waiter(fleet: Fleet, url: str, faults: Counter[str]) -> PauseCheck:
-    """Pause ``PAUSED`` while one of its firings waits in line; the waiter is held."""
+    """Pause ``PAUSED`` while one of its firings waits in line; the waiter is held. A waiter
+    whose turn came before every replica knew of the pause leaves nothing to hold: then the
+    schedule is resumed and paused again at its next waiter (at most :data:`PAUSE_TRIES`)."""
 
     def waiter() -> RunRecord | None:
         rows = fetch_runs(url, PAUSED)
         return next((r for r in rows if r.status is RunStatus.QUEUED), None)
 
-    wait_for(waiter, interval=0.05, what=f"a firing of {PAUSED} waiting in line")
-    pause_schedule(fleet.live()[0], PAUSED, TOKEN, "life-cycle test")
-    # Whatever waits in line once every replica knows of the pause is held there. A lower
-    # bound: each replica re-reads its pause copy every second (pauses.REFRESH_SECONDS), and
-    # waiting longer only makes "every replica knows" truer.
-    time.sleep(2.5)
-    held = [r for r in fetch_runs(url, PAUSED) if r.status is RunStatus.QUEUED]
-    time.sleep(PAUSE_SECONDS)  # the pause's length: the fault, not a wait for a result
-    still = {r.id: r for r in fetch_runs(url, PAUSED)}
-    r = httpx.post(
-        f"{fleet.live()[-1].url}/_voltro/inspect/schedules/{PAUSED}/resume",
-        headers=AUTH,
-        timeout=HANG,
-    )
-    assert r.status_code == 200, r.text
-    faults["pause"] += 1
-    return PauseCheck(held, still)
+    for _ in range(PAUSE_TRIES):
+        wait_for(waiter, interval=0.05, what=f"a firing of {PAUSED} waiting in line")
+        pause_schedule(fleet.live()[0], PAUSED, TOKEN, "life-cycle test")
+        # Whatever waits in line once every replica knows of the pause is held there. A lower
+        # bound: each replica re-reads its pause copy every second (pauses.REFRESH_SECONDS),
+        # and waiting longer only makes "every replica knows" truer.
+        time.sleep(2.5)
+        held = [r for r in fetch_runs(url, PAUSED) if r.status is RunStatus.QUEUED]
+        if held:
+            time.sleep(PAUSE_SECONDS)  # the pause's length: the fault, not a wait for a result
+        still = {r.id: r for r in fetch_runs(url, PAUSED)}
+        r = httpx.post(
+            f"{fleet.live()[-1].url}/_voltro/inspect/schedules/{PAUSED}/resume",
+            headers=AUTH,
+            timeout=HANG,
+        )
+        assert r.status_code == 200, r.text
+        faults["pause"] += 1
+        if held:
+            return PauseCheck(held, still)
+    return PauseCheck([], {})
 
 
 class PauseCheck:
@@ -270,6 +278,10 @@ def test_life_cycle_redeploy_edit_pause_kills_mid_catch_up_audit_clean(
         kill_phase(fleet, KILL_PHASE_SECONDS, rng, faults)
         paused = pause_with_a_waiter(fleet, url, faults)
         down, spawned = redeploy_and_kill_a_catch_up(fleet, url, faults)
+        # Slots within the boot grace of a replica's boot are its live timer's (catchup.py),
+        # which follows on_overlap; the processes boot after their spawn, so every slot up to
+        # this one is owed by the catch-up of every replica.
+        owed_until = spawned - BOOT_GRACE
         kill_phase(fleet, KILL_PHASE_SECONDS, rng, faults)
         end = utcnow() - timedelta(seconds=1)
         versions, pauses = read_tables(url)
@@ -314,7 +326,7 @@ def test_life_cycle_redeploy_edit_pause_kills_mid_catch_up_audit_clean(
     edited = sorted((v.version, v.cron) for v in versions if v.name == EDITED)
     outcomes = Counter(r.status.value + (f"/{r.error_tag}" if r.error_tag else "") for r in rows)
     downtime = [
-        r for r in rows if down < r.scheduled_at < spawned and r.name.startswith("life-all-")
+        r for r in rows if down < r.scheduled_at <= owed_until and r.name.startswith("life-all-")
     ]
     caught_up = Counter(r.name for r in downtime if r.status is RunStatus.SUCCEEDED)
     # Under `all` a downtime slot is run, never written off; one the kill landed on ends
@@ -347,5 +359,9 @@ def test_life_cycle_redeploy_edit_pause_kills_mid_catch_up_audit_clean(
     assert not written_off, [
         (r.name, iso_z(r.scheduled_at), r.status, r.error_tag, r.replica_id) for r in written_off
     ]
-    assert all(caught_up[f"life-all-{o}"] >= 1 for o in LIFE_OVERLAPS), caught_up
+    # each was run after the redeploy — succeeded, or failed when a kill (the one during the
+    # catch-up, or a later random one) landed on its run; how many succeed is up to the kills
+    started = {RunStatus.SUCCEEDED, RunStatus.FAILED}
+    assert downtime and all(r.status in started and r.fired_at for r in downtime), downtime
+    assert {r.name for r in downtime} == {f"life-all-{o}" for o in LIFE_OVERLAPS}, downtime
     assert faults["kill"] >= 2 and faults["kill during catch-up"] == 1, faults
