@@ -14,7 +14,7 @@ Then, once every owed slot has a row and nothing is left ``running`` or ``queued
 ``voltro schedule audit`` over the window exits 0, and the test's own reading of the tables
 finds no slot run twice (handler markers, and ledger rows) and no owed slot without a row —
 "owed" computed here from ``_voltro_schedule_definitions`` (each version's cron from its
-``effective_from``) and the pause span, independently of the package's planning; and every
+``effective_from``) and every pause span, independently of the package's planning; and every
 downtime slot of the ``backfill="all"`` schedules was run after the redeploy (none written off
 ``missed``/``skipped``; one the catch-up kill landed on ends ``failed/abandoned``).
 
@@ -230,10 +230,11 @@ def every_n(cron: str) -> int:
 
 
 def owed_slots(
-    versions: list[DefinitionRecord], pause: PauseRecord | None, start: datetime, end: datetime
+    versions: list[DefinitionRecord], pauses: list[PauseRecord], start: datetime, end: datetime
 ) -> list[datetime]:
     """The slots of one schedule in ``(start, end]``: each definition version's cron within
-    ``(effective_from, next effective_from]``, minus the paused span."""
+    ``(effective_from, next effective_from]``, minus every paused span (a pause retried at a
+    later waiter leaves one span per try)."""
     ordered = sorted(versions, key=lambda v: v.effective_from)
     slots: list[datetime] = []
     for i, version in enumerate(ordered):
@@ -245,7 +246,8 @@ def owed_slots(
             if at.second % n == 0:
                 slots.append(at)
             at += timedelta(seconds=1)
-    if pause is not None and pause.resumed_at is not None:
+    for pause in pauses:
+        assert pause.resumed_at is not None, f"{pause.name} left paused"
         slots = [s for s in slots if not pause.paused_at < s <= pause.resumed_at]
     return slots
 
@@ -255,7 +257,7 @@ def read_tables(url: str) -> tuple[list[DefinitionRecord], list[PauseRecord]]:
         store = create_store(url)
         try:
             found = await store.definitions(NAMES)
-            return [v for vs in found.values() for v in vs], list(await store.pauses())
+            return [v for vs in found.values() for v in vs], list(await store.pause_spans())
         finally:
             await store.dispose()
 
@@ -285,10 +287,9 @@ def test_life_cycle_redeploy_edit_pause_kills_mid_catch_up_audit_clean(
         kill_phase(fleet, KILL_PHASE_SECONDS, rng, faults)
         end = utcnow() - timedelta(seconds=1)
         versions, pauses = read_tables(url)
-        pause = next((p for p in pauses if p.name == PAUSED), None)
         owed = {
-            name: owed_slots([v for v in versions if v.name == name], pause if name == PAUSED
-                             else None, start, end)
+            name: owed_slots([v for v in versions if v.name == name],
+                             [p for p in pauses if p.name == name], start, end)
             for name in NAMES
         }  # fmt: skip
 
