@@ -15,7 +15,7 @@ policy still owes them (``planning.plan_resume``).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import anyio
@@ -26,7 +26,7 @@ from .enums import BackfillPolicy, Trigger
 from .errors import StoreUnavailableError
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
-from .planning import CatchUpPlan, plan_boot_backfill, plan_resume
+from .planning import BOOT_GRACE, CatchUpPlan, plan_boot_backfill, plan_resume
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -34,14 +34,6 @@ if TYPE_CHECKING:
     from .definition import Schedule
     from .dispatcher import Dispatcher
     from .store import Store
-
-BOOT_GRACE = timedelta(seconds=2)
-"""Slots this recent at boot are the live timer's, not the boot backfill's."""
-
-TAKEOVER_REACH = timedelta(days=1)
-"""How far back a new owner under ``cluster`` catches up (older gaps need an explicit
-``voltro schedule backfill``)."""
-
 
 async def catch_up(
     store: Store,
@@ -98,43 +90,13 @@ async def catch_up(
             )
     async with anyio.create_task_group() as prefix:
         for schedule, plan in plans:
-            prefix.start_soon(_start, dispatcher, schedule, plan)
+            prefix.start_soon(start_plan, dispatcher, schedule, plan)
     return start_from
 
 
-def plan_takeover(
-    schedule: Schedule,
-    last_slot: datetime | None,
-    boundary: datetime,
-    handover: timedelta = BOOT_GRACE,
-    versions: Versions = NO_VERSIONS,
-) -> CatchUpPlan:
-    """``cluster``: what a replica that just took ``schedule`` over catches up — the slots in
-    ``(last_slot, boundary]`` (no further back than :data:`TAKEOVER_REACH`) that the previous
-    owner left. Those within ``handover`` of ``boundary`` are live slots the handover fell on
-    (the previous owner released, this one takes at its next beat): they fire whatever the
-    policy; the older ones follow ``schedule.backfill`` like downtime at boot. A schedule that
-    never ran catches up only its handover slots — and, once its definition versions are
-    recorded, only the slots they say are owed: none of a cadence from before it took effect
-    (a first boot fires no past slot of a ``skip`` schedule)."""
-    if last_slot is None and versions.current(schedule.name) is None:
-        last_slot = boundary - handover
-    reach = boundary - TAKEOVER_REACH
-    after = reach if last_slot is None else max(last_slot, reach)
-    slots, capped = versions.owed(schedule, after, boundary)
-    recent = [s for s in slots if s > boundary - handover]
-    older = slots[: len(slots) - len(recent)]
-    plan = plan_boot_backfill(older, schedule.backfill, capped)
-    return CatchUpPlan(fire=plan.fire + recent, missed=plan.missed, capped=capped)
-
-
 async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
-    """Carry one schedule's catch-up out: record its ``missed`` slots, admit its first firing
-    now and run the rest in order in the background (boot, and a ``cluster`` takeover)."""
-    await _start(dispatcher, schedule, plan)
-
-
-async def _start(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
+    """Carry one schedule's catch-up out: record its ``missed`` slots, then every slot to fire
+    joins the line, oldest first (boot, and a ``cluster`` takeover the membership answered)."""
     if plan.missed:
         await dispatcher.record_missed(schedule, plan.missed, Trigger.SELF)
     # Every slot to fire joins the line now, oldest first, before the live timer is armed:

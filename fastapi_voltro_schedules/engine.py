@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import BOOT_GRACE, catch_up, resume_orphans
+from .catchup import catch_up, resume_orphans, start_plan
 from .coordination import (
     Admission,
     Admitter,
@@ -33,7 +33,6 @@ from .coordination import (
     Membership,
     SingleGate,
     SkipRule,
-    Verdict,
     Wakeups,
 )
 from .coordination.sharing import shared_schedules
@@ -54,16 +53,16 @@ from .logs import logger
 from .maintenance import Maintenance, RowlessAccounting
 from .metrics import QueueMetrics, default_queue_metrics
 from .pauses import NO_PAUSES, PauseView
-from .planning import DEAD_AFTER_BEATS
+from .planning import DEAD_AFTER_BEATS, CatchUpPlan
 from .runner import Runner
-from .timer import MAX_SLEEP_SECONDS, Timer
+from .timer import Timer
 
 if TYPE_CHECKING:
     from .clock import Clock
     from .definition import Schedule
     from .store import RunRecord, Store
 
-__all__ = ["BOOT_GRACE", "MAX_SLEEP_SECONDS", "Admission", "Engine", "Verdict"]
+__all__ = ["Engine"]
 
 FOLD_EVERY_S = 1.5
 """The SQLite log is folded at most this often: every other herd at one a second (~4 MB of log
@@ -184,8 +183,6 @@ class Engine:
         self.dispatcher.quiet = self._quiet
         self.dispatcher.settled = self._settled
         self.timer.quiet = self._idle
-        if self.membership is not None:
-            self.membership.quiet = self._quiet
         self.maintenance = Maintenance(
             store=store,
             clock=clock,
@@ -239,9 +236,8 @@ class Engine:
                     now = self.clock.now()
                     if self.membership is not None:
                         # cluster: each owner catches up what it takes over, when it does
-                        self.membership.bind(self.dispatcher)
-                        await self.membership.beat()
-                        runs.start_soon(self.membership.run)
+                        self._take_over(await self.membership.beat())
+                        runs.start_soon(self._membership_loop, self.membership)
                         start_from: dict[str, datetime] = {}
                     else:
                         start_from = await catch_up(
@@ -267,6 +263,21 @@ class Engine:
         finally:
             self.dispatcher.bind(None)
             self._stopped.set()
+
+    async def _membership_loop(self, membership: Membership) -> None:
+        """``cluster``: beat every heartbeat; start the catch-up of what each beat took over."""
+        while True:
+            await self.clock.sleep(self.heartbeat_ms / 1000)
+            self._take_over(await membership.beat())
+            # a takeover's bookkeeping is collected before the next herd, not inside it
+            self._quiet()
+
+    def _take_over(self, plans: Mapping[str, CatchUpPlan]) -> None:
+        """The membership answered what it took over: each catch-up runs in the background
+        (a slow one must not delay the next beat, which renews the leases)."""
+        by_name = {s.name: s for s in self.schedules} if plans else {}
+        for name, plan in plans.items():
+            self.dispatcher.spawn(start_plan, self.dispatcher, by_name[name], plan)
 
     async def resume_orphans(self) -> int:
         """Put the owed ``queued`` rows of stopped replicas back in line (see

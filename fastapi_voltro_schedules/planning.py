@@ -77,6 +77,14 @@ def plan_fall_behind(slots: list[datetime], policy: BackfillPolicy) -> CatchUpPl
     return CatchUpPlan(fire=[slots[-1]], missed=list(slots[:-1]))
 
 
+BOOT_GRACE = timedelta(seconds=2)
+"""Slots this recent at boot are the live timer's, not the boot backfill's."""
+
+TAKEOVER_REACH = timedelta(days=1)
+"""How far back a new owner under ``cluster`` catches up (older gaps need an explicit
+``voltro schedule backfill``)."""
+
+
 def plan_boot_backfill(
     slots: list[datetime], policy: BackfillPolicy, capped: bool = False
 ) -> CatchUpPlan:
@@ -90,6 +98,34 @@ def plan_boot_backfill(
     if policy is BackfillPolicy.LATEST:
         return CatchUpPlan(fire=[slots[-1]], missed=list(slots[:-1]), capped=capped)
     return CatchUpPlan(missed=list(slots), capped=capped)
+
+
+def plan_takeover(
+    last_slot: datetime | None,
+    boundary: datetime,
+    handover: timedelta,
+    *,
+    backfill: BackfillPolicy,
+    recorded: bool,
+    owed: Callable[[datetime | None, datetime], tuple[list[datetime], bool]],
+) -> CatchUpPlan:
+    """``cluster``: what a replica that just took a schedule over catches up — the slots in
+    ``(last_slot, boundary]`` (no further back than :data:`TAKEOVER_REACH`) that the previous
+    owner left. Those within ``handover`` of ``boundary`` are live slots the handover fell on
+    (the previous owner released, this one takes at its next beat): they fire whatever the
+    policy; the older ones follow ``backfill`` like downtime at boot. A schedule that never ran
+    catches up only its handover slots — and, once its definition versions are ``recorded``,
+    only the slots they say are ``owed`` (``Versions.owed``): none of a cadence from before it
+    took effect (a first boot fires no past slot of a ``skip`` schedule)."""
+    if last_slot is None and not recorded:
+        last_slot = boundary - handover
+    reach = boundary - TAKEOVER_REACH
+    after = reach if last_slot is None else max(last_slot, reach)
+    slots, capped = owed(after, boundary)
+    recent = [s for s in slots if s > boundary - handover]
+    older = slots[: len(slots) - len(recent)]
+    plan = plan_boot_backfill(older, backfill, capped)
+    return CatchUpPlan(fire=plan.fire + recent, missed=plan.missed, capped=capped)
 
 
 def last_seen(fired_at: datetime | None, heartbeat_at: datetime | None) -> datetime | None:

@@ -57,7 +57,7 @@ from fastapi_voltro_schedules import (
     Trigger,
     define_schedule,
 )
-from fastapi_voltro_schedules.engine import Verdict
+from fastapi_voltro_schedules.coordination import Verdict
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import claims_table
 from fastapi_voltro_schedules.store import RunRecord, create_store

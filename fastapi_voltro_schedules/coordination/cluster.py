@@ -15,9 +15,11 @@ Python has no sharding runtime, so this is the Oban/GoodJob shape on the package
   lease only once the lease is expired or released, with ``token + 1``.
 * **The fence.** Every write of an owner for a slot is conditional on its lease and token
   (:mod:`..store.leases`): a paused-then-resumed owner whose lease moved writes nothing.
-* **Takeover.** A replica that takes a schedule over reads its last run and catches up the
-  slots the previous owner left, by the schedule's ``backfill`` policy (:func:`plan_takeover`).
-  Slots up to that moment (the *boundary*) belong to the catch-up, later ones to the timer.
+* **Takeover.** A replica that takes a schedule over reads its last run and plans the catch-up
+  of the slots the previous owner left, by the schedule's ``backfill`` policy
+  (:func:`..planning.plan_takeover`). Slots up to that moment (the *boundary*) belong to the
+  catch-up, later ones to the timer. :meth:`Membership.beat` only answers with those plans:
+  the engine, which called it, starts them through the dispatcher (coordination never fires).
 
 So ownership moves at most :data:`LEASE_BEATS` beats after an owner's last beat (its lease
 expires) plus one beat (the next owner's), and the first slot after that fires on time: within
@@ -33,12 +35,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING
 
-from ..catchup import BOOT_GRACE, plan_takeover, start_plan
 from ..clock import iso_z
 from ..definitions import NO_VERSIONS, Versions
 from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
@@ -46,11 +48,11 @@ from ..errors import StoreUnavailableError
 from ..ledger import new_row
 from ..logs import logger
 from ..models import claim_key
+from ..planning import BOOT_GRACE, CatchUpPlan, plan_takeover
 
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..definition import Schedule
-    from ..dispatcher import Dispatcher
     from ..store import RunRecord, Store
     from ..store.leases import LeaseStore
     from .claim import ClaimGate
@@ -200,7 +202,8 @@ class ClusterGate:
 
 
 class Membership:
-    """This replica's beat: be a member, own what rendezvous gives it, catch up on takeover."""
+    """This replica's beat: be a member, own what rendezvous gives it, and answer what it took
+    over with the catch-up each takeover owes (the caller starts them)."""
 
     def __init__(
         self,
@@ -226,26 +229,13 @@ class Membership:
         heir's next beat): they fire whatever the backfill policy."""
         self.members: list[str] = []
         self._created: set[str] = set()
-        self._dispatcher: Dispatcher | None = None
-        self.quiet: Callable[[], None] | None = None
-        """Told after each beat (the engine's garbage-collection pacing, :mod:`..gcpacing`):
-        a takeover's bookkeeping is collected before the next herd, not inside it."""
 
-    def bind(self, dispatcher: Dispatcher) -> None:
-        self._dispatcher = dispatcher
-
-    async def run(self) -> None:
-        """Beat every heartbeat until cancelled."""
-        while True:
-            await self.clock.sleep(self.heartbeat_ms / 1000)
-            await self.beat()
-            if self.quiet is not None:
-                self.quiet()
-
-    async def beat(self) -> None:
-        """One beat: register, compute the assignment, renew/release/take leases, catch up
-        the schedules taken over. A store failure skips the beat: held leases are then
-        trusted only until their local bound, and expire on the database by themselves."""
+    async def beat(self) -> dict[str, CatchUpPlan]:
+        """One beat: register, compute the assignment, renew/release/take leases; returns the
+        catch-up each schedule taken over at this beat owes (name → plan, only those with
+        something to fire or record). A store failure skips the beat (nothing taken): held
+        leases are then trusted only until their local bound, and expire on the database by
+        themselves."""
         sent = time.monotonic()
         names = sorted(self.schedules)
         try:
@@ -257,7 +247,7 @@ class Membership:
             held = await self.leases.sync(self.replica_id, want, self.ttl_ms, ensure=ensure)
         except StoreUnavailableError as exc:
             logger.warning("scheduler: cluster beat failed — holding no new leases: %s", exc)
-            return
+            return {}
         self._created.update(ensure)
         if members != self.members:
             logger.info(
@@ -293,23 +283,32 @@ class Membership:
             else:
                 mine.valid_until = valid_until
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
-        if gained:
-            await self._take_over(gained, valid_until)
+        return await self._take_over(gained, valid_until) if gained else {}
 
-    async def _take_over(self, gained: dict[str, int], valid_until: float) -> None:
+    async def _take_over(
+        self, gained: dict[str, int], valid_until: float
+    ) -> dict[str, CatchUpPlan]:
         try:
             last = await self.store.last_runs(list(gained))
         except StoreUnavailableError as exc:
             # Not held yet: the next beat finds the leases ours again and retries this.
             logger.warning("scheduler: takeover read failed — retrying next beat: %s", exc)
-            return
+            return {}
         now = self.clock.now()
+        plans: dict[str, CatchUpPlan] = {}
         for name, token in gained.items():
             schedule = self.schedules[name]
             last_run = last.get(name)
             last_slot = None if last_run is None else last_run.scheduled_at
             boundary = now if last_slot is None else max(now, last_slot)
-            plan = plan_takeover(schedule, last_slot, boundary, self.handover, self.versions)
+            plan = plan_takeover(
+                last_slot,
+                boundary,
+                self.handover,
+                backfill=schedule.backfill,
+                recorded=self.versions.current(name) is not None,
+                owed=partial(self.versions.owed, schedule),
+            )
             held = Held(token, boundary, valid_until, set(plan.fire) | set(plan.missed))
             self.gate.hold(name, held)
             logger.info(
@@ -319,8 +318,9 @@ class Membership:
                 len(plan.fire),
                 len(plan.missed),
             )
-            if (plan.fire or plan.missed) and self._dispatcher is not None:
-                self._dispatcher.spawn(start_plan, self._dispatcher, schedule, plan)
+            if plan.fire or plan.missed:
+                plans[name] = plan
+        return plans
 
     async def leave(self) -> None:
         """Graceful shutdown: give every lease back so the others take over at their next
