@@ -14,7 +14,7 @@ the worker also follows every retention sweep (rows deleted, time taken, whether
 - **SQLite** (a fresh file): coordination is ``single``, where the timer claims nothing; an
   external arrival is claimed on every store, so the ``n`` schedules are ``trigger="external"``
   and a driver delivers one arrival per schedule at every whole second through the engine's
-  external admission (``Engine.submit(schedule, slot, Trigger.EXTERNAL)``: the claim, the run
+  external admission (``Engine.fire(FireRequest(schedule, slot, Why.ARRIVAL))``: the claim, the run
   row, the handler — what the trigger route calls once it has snapped an arrival; HTTP and the
   snap are left out). External crons are minute-granular, so those arrivals are off-cadence:
   admission does not look, and 1,000 a second is what 60,000 minutely schedules would send.
@@ -128,6 +128,7 @@ async def worker(p: dict[str, Any]) -> dict[str, Any]:
         SchedulingConfig,
         define_schedule,
     )
+    from fastapi_voltro_schedules.fire_requests import FireRequest, Why
 
     n, seconds, url = p["n"], p["seconds"], p["url"]
     retention_ms = int(p["retention_s"] * 1000)
@@ -198,14 +199,13 @@ async def worker(p: dict[str, Any]) -> dict[str, Any]:
         async def drive() -> None:
             """One arrival per schedule at every whole second, through the engine's external
             admission (what the trigger route calls once it has snapped the arrival)."""
-            from fastapi_voltro_schedules.enums import Trigger
 
             engine = scheduling.engine
             assert engine is not None
 
             async def one(schedule: Any, slot: datetime) -> None:
                 try:
-                    await engine.submit(schedule, slot, Trigger.EXTERNAL)
+                    await engine.fire(FireRequest(schedule, slot, Why.ARRIVAL))
                 except Exception as exc:  # counted; the first few printed
                     arrivals["failed"] += 1
                     if arrivals["failed"] <= 3:

@@ -31,9 +31,9 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
-    Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.fire_requests import FireRequest, Why
 
 NAME = "bench-handoff"
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -90,7 +90,7 @@ async def handoffs(
         for i in range(count + 1):
             engine = replicas[i % 2]
             slot = START + timedelta(minutes=i)
-            firings.append(await engine.submit(engine.schedules[0], slot, Trigger.SELF))
+            firings.append(await engine.fire(FireRequest(engine.schedules[0], slot, Why.TIMER)))
         for firing in firings:
             await firing.finished()
     slots = [START + timedelta(minutes=i) for i in range(count + 1)]

@@ -27,6 +27,7 @@ from .errors import (
     VoltroError,
     shown,
 )
+from .fire_requests import FireRequest, Why
 from .logs import logger
 from .store import Store
 
@@ -36,15 +37,19 @@ HARD_CEILING = 10_000
 LOCK_SUFFIX = "@range-backfill"
 
 
+class _Ran(Protocol):
+    async def finished(self) -> RunStatus | None: ...
+
+
 class RangeFirer(Protocol):
-    """What a range backfill needs of the scheduler (the engine, or its dispatcher): fire one
-    manual slot and wait for it."""
+    """What a range backfill needs of the scheduler (the engine): its one door, through which
+    a :attr:`Why.RANGE` request fires one manual slot and returns once it ran."""
 
     store: Store
     clock: Clock
     replica_id: str
 
-    async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus: ...
+    async def fire(self, request: FireRequest) -> _Ran: ...
 
 
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
@@ -278,7 +283,9 @@ async def _fire_all(
             summary.stopped = "client-gone"
             return
         try:
-            status = await engine.run_manual(schedule, slot)
+            step = await engine.fire(FireRequest(schedule, slot, Why.RANGE))
+            status = await step.finished()
+            assert status is not None  # a range step is admitted RUN, and has run
         except StoreUnavailableError as exc:
             raise BackfillStoppedError(
                 f'range backfill of "{schedule.name}" stopped at {iso_z(slot)}: the slot could '

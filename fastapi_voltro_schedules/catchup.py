@@ -24,6 +24,7 @@ from .coordination import Verdict
 from .definitions import NO_VERSIONS, Versions
 from .enums import BackfillPolicy, Trigger
 from .errors import StoreUnavailableError
+from .fire_requests import FireRequest, Why
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
 from .planning import BOOT_GRACE, CatchUpPlan, plan_boot_backfill, plan_resume
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .definition import Schedule
     from .dispatcher import Dispatcher
     from .store import Store
+
 
 async def catch_up(
     store: Store,
@@ -104,10 +106,10 @@ async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPl
     # background instead, a live slot joining meanwhile went ahead of the older ones (09:10,
     # 09:40, 09:20, 09:30), a `skip` recorded a slot skipped while a peer ran the one before,
     # and a stop left the unreached ones without a row.
-    # (a `queue` schedule's slots join its line anyway; `latest` fires one slot)
-    owed = schedule.backfill is BackfillPolicy.ALL
+    # (a `queue` schedule's slots join its line anyway; `latest` fires one slot; under `all`
+    # Why.CATCH_UP makes each slot owed: it joins the line whatever the overlap rule)
     for slot in plan.fire:
-        await dispatcher.submit(schedule, slot, Trigger.SELF, owed=owed)
+        await dispatcher.fire(FireRequest(schedule, slot, Why.CATCH_UP))
 
 
 async def resume_orphans(
@@ -139,6 +141,6 @@ async def resume_orphans(
             rows, backfill=schedule.backfill, now=now, heartbeat_ms=heartbeat_ms, here=here
         )
         for row in owed:
-            firing = await dispatcher.resume(schedule, row)
+            firing = await dispatcher.fire(FireRequest(schedule, row.scheduled_at, Why.RESUME, row))
             taken += firing.admission.verdict is Verdict.QUEUED
     return taken

@@ -1,15 +1,16 @@
-"""The dispatcher: carries admission's answers out through the runner.
+"""The dispatcher: the one door every firing comes in through, and the runner behind it.
 
-Everything that fires — the timer, boot catch-up, an external arrival, Run now, the external
-missed policy, a range backfill — calls one of its entries and is never imported by it:
+Everything that fires calls :meth:`Dispatcher.fire` with a :class:`FireRequest` — schedule,
+slot, and *why* it fires (:class:`Why`: the timer, a catch-up, a resumed queued row, an
+external arrival, the in-app fallback, Run now, a range step) — or, for the timer's instant, a
+:class:`Due` batch of the same requests. Why a firing comes decides its trigger and how it is
+admitted; every request then passes the same admission (:class:`.coordination.Admitter`: pause,
+gate, overlap rule) and is carried out by the same runner. Nothing that fires is imported here:
+callers build a request and hand it over (the timer, catch-up, the cluster membership's
+takeovers through the engine, the arrivals, Run now, the range backfill).
 
-* :meth:`Dispatcher.fire` — fire this schedule at this slot with this trigger, and wait for
-  the outcome (a queued firing waits its turn first);
-* :meth:`Dispatcher.submit` — the same, returning as soon as the firing's row exists (the run,
-  or its wait in line, continues in the background);
-* :meth:`Dispatcher.fire_batch` — the herd: many schedules due at one instant.
-
-Each goes through :meth:`Admitter.admit` / :meth:`Admitter.admit_batch` first.
+:meth:`Dispatcher.record_missed` is the one other way in, and it fires nothing: slots a
+catch-up writes off are recorded ``missed``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import anyio
 from anyio.abc import TaskGroup
@@ -33,6 +34,7 @@ from .enums import (
     Trigger,
 )
 from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
+from .fire_requests import Due, FireRequest, Why
 from .ledger import record_missed_slots
 from .logs import logger
 from .planning import plan_fall_behind
@@ -110,9 +112,44 @@ class Dispatcher:
         if self._runs is not None:
             self._runs.start_soon(fn, *args)
 
-    # -- the entries ----------------------------------------------------------------------
+    # -- the door ---------------------------------------------------------------------------
 
-    async def admit(
+    @overload
+    async def fire(self, request: FireRequest) -> Firing: ...
+    @overload
+    async def fire(self, request: Due) -> None: ...
+
+    async def fire(self, request: FireRequest | Due) -> Firing | None:
+        """The one door. A :class:`FireRequest` returns its :class:`Firing` as soon as the
+        firing's row exists (``running``, ``queued`` or ``skipped``; the run, or its wait in
+        line, goes on in the background — ``await firing.finished()`` for its outcome), except
+        a :attr:`Why.RANGE` step, which returns once it has run. A :class:`Due` (the timer's
+        instant) returns once the herd's outcomes are written; schedules that fell behind run
+        on in the background.
+
+        Raises :class:`SchedulerShuttingDownError` for a request from outside (an arrival, Run
+        now, a range step) once shutdown began or when no background runs are possible, and
+        :class:`RunNowBusyError` for a second Run now of a schedule in flight here."""
+        if isinstance(request, Due):
+            await self._fire_due(request)
+            return None
+        why = request.why
+        if why is Why.RUN_NOW:
+            return await self._run_now(request.schedule, request.slot)
+        if why is Why.RANGE:
+            return await self._run_range_step(request.schedule, request.slot)
+        if why is Why.RESUME:
+            assert request.row is not None, "a resumed firing names its queued row"
+            return await self._resume(request.schedule, request.row)
+        schedule = request.schedule
+        owed = why is Why.CATCH_UP and schedule.backfill is BackfillPolicy.ALL
+        return await self._submit(
+            schedule, request.slot, request.trigger, fallback=why is Why.FALLBACK, owed=owed
+        )
+
+    # -- admission and carrying out ------------------------------------------------------------
+
+    async def _admit(
         self,
         schedule: Schedule,
         slot: datetime,
@@ -122,7 +159,7 @@ class Dispatcher:
         fallback: bool = False,
         owed: bool = False,
     ) -> Admission:
-        """Admission only (the row is written; nothing is started): :meth:`carry` runs it.
+        """Admission only (the row is written; nothing is started): :meth:`_carry` runs it.
 
         Once shutdown began nothing is admitted: a ``running`` row written now would have no
         handler behind it. An external arrival, Run now or range step is refused with
@@ -139,11 +176,7 @@ class Dispatcher:
             schedule, slot, trigger, run_id, fallback=fallback, owed=owed
         )
 
-    async def fire(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> RunStatus | None:
-        """Fire one slot and wait for its outcome; ``None`` if it did not run."""
-        return await self.carry(schedule, await self.admit(schedule, slot, trigger))
-
-    async def submit(
+    async def _submit(
         self,
         schedule: Schedule,
         slot: datetime,
@@ -152,14 +185,13 @@ class Dispatcher:
         fallback: bool = False,
         owed: bool = False,
     ) -> Firing:
-        """Fire one slot; return as soon as its row exists (``running``, ``queued`` or
-        ``skipped``). The run, or its wait in line, continues in the background.
-        ``fallback``, ``owed``: see :meth:`Admitter.admit`."""
+        """Admit one slot; carry it out in the background. ``fallback``, ``owed``: see
+        :meth:`Admitter.admit`."""
         self._can_spawn(schedule)
-        admission = await self.admit(schedule, slot, trigger, fallback=fallback, owed=owed)
+        admission = await self._admit(schedule, slot, trigger, fallback=fallback, owed=owed)
         return self._carry_on(schedule, Firing(admission))
 
-    async def resume(self, schedule: Schedule, orphan: RunRecord) -> Firing:
+    async def _resume(self, schedule: Schedule, orphan: RunRecord) -> Firing:
         """Put a stopped replica's silent ``queued`` row — a slot still owed — back in its
         line and carry it out in the background (see :meth:`Admitter.resume`)."""
         self._can_spawn(schedule)
@@ -184,15 +216,15 @@ class Dispatcher:
 
     async def _carry_into(self, schedule: Schedule, firing: Firing) -> None:
         try:
-            firing.status = await self.carry(schedule, firing.admission)
+            firing.status = await self._carry(schedule, firing.admission)
         finally:
             firing.done.set()
 
-    async def carry(self, schedule: Schedule, admission: Admission) -> RunStatus | None:
+    async def _carry(self, schedule: Schedule, admission: Admission) -> RunStatus | None:
         """Carry an admission out: run it, or wait in line (running any occurrence adopted on
         the way first) and then run it. Returns the firing's own run's status."""
         if admission.verdict is Verdict.RUN and admission.run is not None:
-            return await self.execute(schedule, admission.run)
+            return await self._execute(schedule, admission.run)
         turn = admission.turn
         if admission.verdict is not Verdict.QUEUED or turn is None:
             return None
@@ -201,13 +233,31 @@ class Dispatcher:
                 step = await turn.next()
                 if step is None:
                     return None
-                status = await self.execute(schedule, step.run)
+                status = await self._execute(schedule, step.run)
                 if not step.adopted:
                     return status
         finally:
             turn.close()
 
-    async def fire_batch(self, schedules: list[Schedule], slots: list[datetime]) -> None:
+    # -- the timer's instant ---------------------------------------------------------------
+
+    async def _fire_due(self, due: Due) -> None:
+        """The timer's instant: a schedule owing one slot whose overlap rule needs no line
+        joins the herd; one that fell behind (several slots) or keeps a line is carried out
+        beside it, in the background."""
+        herd: list[Schedule] = []
+        herd_slots: list[datetime] = []
+        for schedule, slots in zip(due.schedules, due.slots, strict=True):
+            if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
+                herd.append(schedule)
+                herd_slots.append(slots[0])
+            else:
+                self.spawn(self._fire_behind, schedule, slots)
+        del due  # the instant as the timer handed it is no longer needed
+        if herd:
+            await self._fire_herd(herd, herd_slots)
+
+    async def _fire_herd(self, schedules: list[Schedule], slots: list[datetime]) -> None:
         """The herd: many schedules due at one instant (``schedules[i]`` at ``slots[i]``),
         admitted together — one claim statement per 1,000 keys, one overlap read, one insert
         — then started in one pass.
@@ -224,9 +274,9 @@ class Dispatcher:
         if self.settled is not None:
             self.settled()
 
-    async def fire_slots(self, schedule: Schedule, slots: list[datetime]) -> None:
-        """Several slots of one schedule came due at once (fell behind): the backfill policy
-        decides which run; the rest are recorded ``missed``."""
+    async def _fire_behind(self, schedule: Schedule, slots: list[datetime]) -> None:
+        """Several slots of one schedule came due at once (fell behind), or its line takes
+        them: the backfill policy decides which run; the rest are recorded ``missed``."""
         plan = plan_fall_behind(slots, schedule.backfill)
         if plan.missed:
             await self.record_missed(schedule, plan.missed, Trigger.SELF)
@@ -234,26 +284,29 @@ class Dispatcher:
         owed = schedule.backfill is BackfillPolicy.ALL and len(plan.fire) > 1
         if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
             # All join the line at once, oldest first: a slot due while they wait queues
-            # behind them, as the line orders by scheduled_at (see catchup._start).
+            # behind them, as the line orders by scheduled_at (see catchup.start_plan).
             firings = [
-                await self.submit(schedule, slot, Trigger.SELF, owed=owed) for slot in plan.fire
+                await self._submit(schedule, slot, Trigger.SELF, owed=owed) for slot in plan.fire
             ]
             for firing in firings:
                 await firing.finished()
             return
         for slot in plan.fire:
-            await self.fire(schedule, slot, Trigger.SELF)
+            await self._carry(schedule, await self._admit(schedule, slot, Trigger.SELF))
 
-    async def fire_now(self, schedule: Schedule) -> RunRecord:
+    # -- operator firings ----------------------------------------------------------------------
+
+    async def _run_now(self, schedule: Schedule, at: datetime) -> Firing:
         """Run now: ``trigger="manual"``, no coordination, no overlap rule — but at most one
         Run now of a schedule in flight per process (:class:`RunNowBusyError` beyond: a
         double-click, or a script in a loop, must not start handlers without bound).
-        Returns once the run row exists; the handler runs in the background."""
+        Returns once the run row exists (``firing.admission.run``); the handler runs in the
+        background."""
         if schedule.name in self._manual:
             raise RunNowBusyError(schedule.name, self._manual[schedule.name])
         self._manual[schedule.name] = None
         try:
-            firing = await self.submit(schedule, self.clock.now(), Trigger.MANUAL)
+            firing = await self._submit(schedule, at, Trigger.MANUAL)
         except BaseException:
             del self._manual[schedule.name]
             raise
@@ -265,7 +318,7 @@ class Dispatcher:
             )
         self._manual[schedule.name] = run.id
         self.spawn(self._release_manual, schedule.name, firing)
-        return run
+        return firing
 
     async def _release_manual(self, name: str, firing: Firing) -> None:
         try:
@@ -273,9 +326,9 @@ class Dispatcher:
         finally:
             self._manual.pop(name, None)
 
-    async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus:
+    async def _run_range_step(self, schedule: Schedule, slot: datetime) -> Firing:
         """Run one slot as an operator instruction (``trigger="manual"``) and wait for it;
-        the range backfill's step.
+        the range backfill's step, run in the caller's task (a backfill that stops stops it).
 
         A failed insert is retried with the same run id for :data:`MANUAL_RETRY_BUDGET_S`
         (one blip must not abort a range); a row found under that id is the insert that landed
@@ -284,7 +337,7 @@ class Dispatcher:
         give_up = anyio.current_time() + MANUAL_RETRY_BUDGET_S
         attempt = 0
         while True:
-            admission = await self.admit(schedule, slot, Trigger.MANUAL, run_id)
+            admission = await self._admit(schedule, slot, Trigger.MANUAL, run_id)
             if admission.run is not None:
                 break
             pause = MANUAL_BACKOFF_S[min(attempt, len(MANUAL_BACKOFF_S) - 1)]
@@ -303,9 +356,15 @@ class Dispatcher:
                 self.inflight.add(landed)
                 admission = Admission(Verdict.RUN, landed)
                 break
-        status = await self.carry(schedule, admission)
-        assert status is not None  # a manual admission is always RUN
-        return status
+        firing = Firing(admission)
+        try:
+            firing.status = await self._carry(schedule, admission)
+        finally:
+            firing.done.set()
+        assert firing.status is not None  # a manual admission is always RUN
+        return firing
+
+    # -- writing off -------------------------------------------------------------------------
 
     async def record_missed(
         self, schedule: Schedule, slots: list[datetime], trigger: Trigger
@@ -348,7 +407,7 @@ class Dispatcher:
 
     # -- running --------------------------------------------------------------------------
 
-    async def execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
+    async def _execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
         """Run an admitted run (its row is ``running``) and record its outcome."""
         if run.id not in self.inflight.runs[run.name]:
             self.inflight.add(run)  # a turn taken in line, or an adopted occurrence

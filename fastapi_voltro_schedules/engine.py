@@ -1,10 +1,11 @@
 """The engine: wires the rooms together and owns their lifecycle. It decides nothing itself.
 
 * :mod:`.timer` — the heap of next instants; finds what is due.
-* :mod:`.dispatcher` — the one entry every firing goes through; carries admission's answers
-  out through the :mod:`.runner`.
+* :mod:`.dispatcher` — the one door every firing comes in through (:meth:`Engine.fire`);
+  carries admission's answers out through the :mod:`.runner`.
 * :mod:`.coordination` — admission: gates (single, claim) and overlap rules (skip, queue).
-* :mod:`.catchup` — the boot backfill.
+* :mod:`.catchup` — the boot backfill, and (``cluster``) the catch-up of what each beat of
+  the :class:`.coordination.Membership` answers it took over.
 * :mod:`.maintenance` — reaper, retention, write-off of orphaned queued rows.
 * :mod:`.gcpacing` — full garbage collections moved into the quiet after a herd started; the
   SQLite log is folded there too (``Store.checkpoint``).
@@ -23,7 +24,6 @@ from anyio.abc import TaskStatus
 
 from .catchup import catch_up, resume_orphans, start_plan
 from .coordination import (
-    Admission,
     Admitter,
     Chain,
     ClaimGate,
@@ -37,15 +37,13 @@ from .coordination import (
 )
 from .coordination.sharing import shared_schedules
 from .definitions import NO_VERSIONS, Versions
-from .dispatcher import Dispatcher, Firing
+from .dispatcher import Dispatcher
 from .enums import (
     BackfillPolicy,
     ChangeStrategy,
     Coordination,
     CoordinationOutcome,
     OverlapPolicy,
-    RunStatus,
-    Trigger,
 )
 from .errors import StoreUnavailableError
 from .gcpacing import shared_pacer
@@ -173,6 +171,10 @@ class Engine:
             coordination=coordination,
             replica_id=replica_id,
         )
+        self.fire = self.dispatcher.fire
+        """The one door every firing comes in through (:meth:`Dispatcher.fire`): the rooms
+        above the engine (arrivals, Run now, the range backfill, the external watcher) hand
+        it a :class:`.dispatcher.FireRequest`."""
         # The NOTIFY rides in the terminal write's own transaction: no round trip of its own.
         runner.ledger.announce = self.listens
         self.timer = Timer(clock, self.dispatcher, pauses)
@@ -382,28 +384,6 @@ class Engine:
         """Firings waiting in this process's in-process line (single-process stores write no
         ``queued`` row for them): their ``queued`` rows as they would read."""
         return self.admitter.chain.pending()
-
-    async def admit(self, schedule: Schedule, slot: datetime, trigger: Trigger) -> Admission:
-        """Admission only (see :meth:`Dispatcher.admit`)."""
-        return await self.dispatcher.admit(schedule, slot, trigger)
-
-    async def submit(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, *, fallback: bool = False
-    ) -> Firing:
-        """See :meth:`Dispatcher.submit`."""
-        return await self.dispatcher.submit(schedule, slot, trigger, fallback=fallback)
-
-    async def fire_now(self, schedule: Schedule) -> RunRecord:
-        return await self.dispatcher.fire_now(schedule)
-
-    async def run_manual(self, schedule: Schedule, slot: datetime) -> RunStatus:
-        return await self.dispatcher.run_manual(schedule, slot)
-
-    async def reap(self) -> int:
-        return await self.maintenance.reap()
-
-    async def sweep(self) -> int:
-        return await self.maintenance.sweep()
 
 
 class _Listening:

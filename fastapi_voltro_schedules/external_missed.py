@@ -55,6 +55,7 @@ from .coordination import Verdict
 from .enums import CoordinationOutcome, ExternalMissedPolicy, RunStatus, Trigger, TriggerMode
 from .errors import StoreUnavailableError
 from .external import closes_at
+from .fire_requests import FireRequest, Why
 from .ledger import new_row, record_missed_slots
 from .logs import logger
 from .metrics import SchedulerMetrics, default_metrics
@@ -66,15 +67,14 @@ if TYPE_CHECKING:
     from .definition import Schedule
     from .definitions import Versions
     from .dispatcher import Firing
-    from .enums import Trigger as TriggerT
     from .pauses import PauseView
     from .store import Store
 
 
-class _Submitter(Protocol):
-    async def submit(
-        self, schedule: Schedule, slot: datetime, trigger: TriggerT, *, fallback: bool = False
-    ) -> Firing: ...
+class _Door(Protocol):
+    """The engine's one door (:meth:`..dispatcher.Dispatcher.fire`)."""
+
+    async def fire(self, request: FireRequest) -> Firing: ...
 
 
 class Scheduling(Protocol):
@@ -90,7 +90,7 @@ class Scheduling(Protocol):
     @property
     def store(self) -> Store | None: ...
     @property
-    def engine(self) -> _Submitter | None: ...
+    def engine(self) -> _Door | None: ...
     @property
     def pauses(self) -> PauseView | None: ...
     @property
@@ -291,7 +291,7 @@ class ExternalMissedWatcher:
             # applies on_overlap and writes the running, skipped or queued row; the run (or
             # its wait in line) goes on in the background. Under on_overlap="queue" the line
             # orders the missed runs by scheduled_at.
-            firing = await engine.submit(schedule, slot, Trigger.EXTERNAL)
+            firing = await engine.fire(FireRequest(schedule, slot, Why.ARRIVAL))
             verdict = firing.admission.verdict
             if verdict is Verdict.LOST:
                 continue  # an arrival or another replica has it
@@ -349,10 +349,10 @@ class ExternalMissedWatcher:
                     schedule.backfill.value,
                 )
 
-    async def _fire_fallback(self, engine: _Submitter, schedule: Schedule, slot: datetime) -> None:
+    async def _fire_fallback(self, engine: _Door, schedule: Schedule, slot: datetime) -> None:
         # Claimed as an arrival is (whatever the coordination): a late arrival for this slot
         # is then answered duplicate, and of several replicas exactly one fires it.
-        firing = await engine.submit(schedule, slot, Trigger.SELF, fallback=True)
+        firing = await engine.fire(FireRequest(schedule, slot, Why.FALLBACK))
         verdict = firing.admission.verdict
         if verdict is Verdict.LOST or verdict is Verdict.PAUSED:
             return  # an arrival or another replica has it, or an operator paused it

@@ -49,6 +49,7 @@ from .errors import (
     SchedulerDisabledError,
 )
 from .external_missed import watch_external_missed
+from .fire_requests import FireRequest, Why
 from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
@@ -305,7 +306,9 @@ class Scheduling:
         schedule = self.schedule(name)
         engine = self.running_engine()
         await self._refuse_if_paused(name)
-        return await engine.fire_now(schedule)
+        firing = await engine.fire(FireRequest(schedule, engine.clock.now(), Why.RUN_NOW))
+        assert firing.admission.run is not None  # else the door raised
+        return firing.admission.run
 
     async def current_pauses(self) -> PauseView:
         """The pauses copy, looked at again first when it is old (:meth:`Pauses.current`);

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .clock import steady
-from .enums import OverlapPolicy
+from .fire_requests import Due
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
 from .planning import passed_slots
@@ -118,11 +118,9 @@ class Timer:
         # every schedule sharing it: one entry holds both (the slots, whether the walk was
         # capped, the next instant; ``None`` when no slot passed).
         walks: dict[tuple[int, datetime], tuple[list[datetime], bool, datetime | None]] = {}
-        # The herd as two aligned lists (see Admitter.admit_batch): no pair per firing.
-        herd: list[Schedule] = []
-        herd_slots: list[datetime] = []
+        # The instant's requests as two aligned lists (see dispatcher.Due): none per firing.
+        due_now = Due()
         stepped_back: list[_Armed] = []
-        dispatched = False
         live, is_paused = self._armed, self.pauses.is_paused
         while self._instants and self._instants[0] <= now:
             for armed in self._due.pop(heapq.heappop(self._instants)):
@@ -154,14 +152,10 @@ class Timer:
                 self._enqueue(armed)
                 if is_paused(schedule.name):
                     continue  # paused: the slots pass unfired and unrecorded (see pauses.py)
-                if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
-                    herd.append(schedule)
-                    herd_slots.append(slots[0])
-                else:
-                    self.dispatcher.spawn(self.dispatcher.fire_slots, schedule, slots)
-                    dispatched = True
+                due_now.add(schedule, slots)
         for armed in stepped_back:
             self._enqueue(armed)
-        if herd:
-            self.dispatcher.spawn(self.dispatcher.fire_batch, herd, herd_slots)
-        return dispatched or bool(herd)
+        if not due_now.schedules:
+            return False
+        self.dispatcher.spawn(self.dispatcher.fire, due_now)
+        return True

@@ -58,6 +58,7 @@ from fastapi_voltro_schedules import (
     define_schedule,
 )
 from fastapi_voltro_schedules.coordination import Verdict
+from fastapi_voltro_schedules.fire_requests import FireRequest, Why
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import claims_table
 from fastapi_voltro_schedules.store import RunRecord, create_store
@@ -338,7 +339,8 @@ def test_sigkill_mid_run_survivors_fire_and_the_corpse_is_abandoned_once(
     # Marked by a survivor: the slot winner's skip check, or a replica's reaper (every three
     # beats) if it read the corpse dead first — either way exactly once (counted above).
     markers_of_corpse = [
-        r for r in survivors
+        r
+        for r in survivors
         if f"marked a silent run abandoned  name=slow runId={corpse.id}" in r.log()
     ]
     assert len(markers_of_corpse) == 1, logs
@@ -633,13 +635,14 @@ async def test_a_silent_database_link_fails_closed_within_a_bound(
             proxy.freeze()
             # Not a cancel scope: a claim stuck on the silent socket does not even honour
             # cancellation (it waits for the socket), so the test waits beside it instead.
-            claim = asyncio.ensure_future(scheduling.engine.admit(tick, slot, Trigger.SELF))
+            timer_slot = FireRequest(tick, slot, Why.TIMER)
+            claim = asyncio.ensure_future(scheduling.engine.fire(timer_slot))
             await asyncio.wait({claim}, timeout=SILENT_LINK_BOUND_S)
             answered_in_time = claim.done()
             proxy.cut()  # abort the held connections: releases the stuck claim, if any
             await asyncio.wait({claim}, timeout=HANG)
             assert claim.done(), "the claim hangs even after its connection was aborted"
-            verdict = claim.result().verdict
+            verdict = claim.result().admission.verdict
     assert answered_in_time, f"claim still pending after {SILENT_LINK_BOUND_S}s on a silent link"
     assert verdict is Verdict.UNAVAILABLE
     # the overlap read comes first (the claim then commits with the row): whichever store

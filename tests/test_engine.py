@@ -363,7 +363,7 @@ async def test_retention_sweeps_finished_rows_and_keeps_queued(sqlite_url: str) 
             [row(RunStatus.SUCCEEDED, old) for _ in range(5)]
             + [row(RunStatus.QUEUED, None), row(RunStatus.SUCCEEDED, T0 - timedelta(hours=1))]
         )
-        assert await s.engine.sweep() == 5
+        assert await s.engine.maintenance.sweep() == 5
         left = await runs_of(s, "job")
     assert sorted(r.status.value for r in left) == ["queued", "succeeded"]
 

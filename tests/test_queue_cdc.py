@@ -27,9 +27,9 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
-    Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.fire_requests import FireRequest, Why
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -86,7 +86,7 @@ async def handoffs(
         for i in range(count + 1):
             engine = engines[i % 2]
             slot = START + timedelta(minutes=i)
-            firings.append(await engine.submit(engine.schedules[0], slot, Trigger.SELF))
+            firings.append(await engine.fire(FireRequest(engine.schedules[0], slot, Why.TIMER)))
             if i == 0:
                 await first_in.wait()  # the line is held before anything queues behind it
         await while_held()

@@ -228,7 +228,7 @@ async def test_retention_never_sweeps_the_lines_queued_rows(
         assert scheduling.store is not None and scheduling.engine is not None
         # The retention loop's first pass runs at boot (maybe not finished yet): sweep again,
         # so every doomed row is gone whichever pass took it.
-        await scheduling.engine.sweep()
+        await scheduling.engine.maintenance.sweep()
         left = {r.id: r for r in await scheduling.store.list_runs("job", limit=100)}
     assert sorted(left) == sorted(w.id for w in waiters)
     assert all(r.status is RunStatus.QUEUED for r in left.values())

@@ -49,6 +49,7 @@ from ..errors import (
     TooLateArrivalError,
 )
 from ..external import FUTURE_TOLERANCE, SnapVerdict, snap
+from ..fire_requests import FireRequest, Why
 from ..logs import logger
 from ..models import claim_key
 from ..store import RunRecord
@@ -312,7 +313,7 @@ async def _claim(
     # Answered as soon as the firing's row exists: a queued firing waits its turn in the
     # background, never in the request.
     for _ in range(2):
-        admission = (await engine.submit(schedule, slot, Trigger.EXTERNAL)).admission
+        admission = (await engine.fire(FireRequest(schedule, slot, Why.ARRIVAL))).admission
         if admission.verdict in (Verdict.RUN, Verdict.QUEUED) and admission.run is not None:
             return Arrival("accepted", slot, admission.run)
         if admission.verdict is Verdict.SKIPPED:

@@ -32,6 +32,7 @@ from .. import devtokens
 from ..clock import iso_z
 from ..cron import CronSpec
 from ..errors import ScheduleNotFoundError, VoltroError
+from ..fire_requests import FireRequest, Why
 from .common import CliError, find_scheduling, schedule_app
 
 if TYPE_CHECKING:
@@ -283,7 +284,8 @@ def fire_command(
                 await scheduling._refuse_if_paused(name)
                 engine = scheduling.running_engine()
                 started = scheduling.clock.now()
-                await engine.run_manual(scheduling.schedule(name), started)
+                step = FireRequest(scheduling.schedule(name), started, Why.RANGE)
+                await (await engine.fire(step)).finished()
                 page = await api.call("GET", f"{INSPECT}/runs", params={"name": name, "limit": 10})
                 mine = [r for r in page["runs"] if r["scheduledAt"] == iso_z(started)]
                 return dict(mine[0])

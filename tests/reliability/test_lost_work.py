@@ -189,7 +189,7 @@ async def test_a_terminal_write_cut_for_seconds_is_retried_and_never_reaped(
             await anyio.sleep(3)
             proxy.restore()
             await clock.advance(10)  # ten beats later by the scheduler's clock: reads dead
-            reaped = await s.engine.reap()
+            reaped = await s.engine.maintenance.reap()
 
             async def terminal() -> bool:
                 return all(r.status.terminal for r in await runs_of(s, "job"))

@@ -1,0 +1,89 @@
+"""What comes to the dispatcher's one door: a :class:`FireRequest` (schedule, slot, and why it
+fires), or the timer's instant as a :class:`Due` batch of them.
+
+A leaf: the rooms that fire (the timer, catch-up, arrivals, the range backfill, Run now)
+build requests without importing the dispatcher that carries them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from .enums import Trigger
+
+if TYPE_CHECKING:
+    from .definition import Schedule
+    from .store import RunRecord
+
+
+class Why(StrEnum):
+    """Why a firing comes to the door: it decides the trigger recorded and how it is admitted."""
+
+    TIMER = "timer"
+    """A live slot of a ``self`` schedule came due (the timer; ``trigger="self"``)."""
+    CATCH_UP = "catch-up"
+    """A slot a boot or a ``cluster`` takeover catches up (``trigger="self"``); under
+    ``backfill="all"`` it is owed: it joins the schedule's line with a row of its own."""
+    RESUME = "resume"
+    """A stopped replica's silent ``queued`` row, still owed, put back in line
+    (:attr:`FireRequest.row`; ``trigger="self"``)."""
+    ARRIVAL = "arrival"
+    """An external arrival (the trigger route, or the missed policy running a slot no arrival
+    claimed; ``trigger="external"``): the slot is claimed whatever the coordination."""
+    FALLBACK = "fallback"
+    """The in-app fallback of an external schedule whose platform trigger is late
+    (``trigger="self"``, claimed as an arrival is, so a late arrival is a duplicate)."""
+    RUN_NOW = "run-now"
+    """An operator's Run now (``trigger="manual"``): no gate, no overlap rule, at most one in
+    flight per schedule per process."""
+    RANGE = "range"
+    """One slot of a range backfill (``trigger="manual"``): its insert is retried through a
+    blip; the request returns once the slot has run."""
+
+    @property
+    def trigger(self) -> Trigger:
+        return _TRIGGER[self]
+
+
+_TRIGGER = {
+    Why.TIMER: Trigger.SELF,
+    Why.CATCH_UP: Trigger.SELF,
+    Why.RESUME: Trigger.SELF,
+    Why.ARRIVAL: Trigger.EXTERNAL,
+    Why.FALLBACK: Trigger.SELF,
+    Why.RUN_NOW: Trigger.MANUAL,
+    Why.RANGE: Trigger.MANUAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FireRequest:
+    """Fire ``schedule`` at ``slot`` because of ``why``."""
+
+    schedule: Schedule
+    slot: datetime
+    why: Why
+    row: RunRecord | None = None
+    """:attr:`Why.RESUME`: the ``queued`` row taken over (its slot is ``slot``)."""
+
+    @property
+    def trigger(self) -> Trigger:
+        return self.why.trigger
+
+
+@dataclass(slots=True)
+class Due:
+    """The timer's requests at one instant (:attr:`Why.TIMER`), column-wise: ``schedules[i]``
+    owes ``slots[i]`` (one slot, or several when it fell behind). Two aligned lists instead of
+    a request per firing: a herd of 10,000 then allocates nothing per firing for the collector
+    to promote (see :meth:`.coordination.Admitter.admit_batch`)."""
+
+    schedules: list[Schedule] = field(default_factory=list)
+    slots: list[list[datetime]] = field(default_factory=list)
+
+    def add(self, schedule: Schedule, slots: list[datetime]) -> None:
+        self.schedules.append(schedule)
+        self.slots.append(slots)
