@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from . import wiring
+from .arrivals import Arrivals
 from .backfill import RangePlan, RangeSummary, plan_range, run_range
 from .boot import (
     build_engine,
@@ -104,6 +105,9 @@ class Scheduling:
         )
         self.store: Store | None = None
         self.engine: Engine | None = None
+        self.arrivals: Arrivals | None = None
+        """The external arrivals of the running scheduler (:mod:`.arrivals`): what this run
+        remembers of the occurrences it answered dies with it."""
         self.app: FastAPI | None = None
         self.pauses: Pauses | None = None
         """The process's copy of the pauses table (while running)."""
@@ -188,6 +192,7 @@ class Scheduling:
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = build_engine(self, store)
+            self.arrivals = Arrivals(engine, store)
             pauses.due_in = lambda: engine.timer.seconds_until_next()
             failure: Exception | None = None
 
@@ -423,6 +428,7 @@ class Scheduling:
 
     async def _shutdown(self) -> None:
         self.engine = None
+        self.arrivals = None
         if self._wall_clock is not None:
             self.clock, self._wall_clock = self._wall_clock, None
         self.metrics.unwatch(self)
