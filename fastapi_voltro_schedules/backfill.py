@@ -29,6 +29,7 @@ from .errors import (
 )
 from .fire_requests import FireRequest, Why
 from .logs import logger
+from .planning import DEAD_AFTER_BEATS
 from .store import Store
 
 CONFIRM_ABOVE = 25
@@ -354,6 +355,34 @@ class _RangeLock:
         self.lost_to = holder[0] if holder is not None else "another process"
 
 
+def lock_is_stale(claimed_at: datetime, now: datetime, heartbeat_ms: int) -> bool:
+    """Whether a range lock last refreshed at ``claimed_at`` belonged to a process that died.
+    A live range refreshes it every beat, so one silent for :data:`DEAD_AFTER_BEATS` beats is
+    taken over — the silence after which a run's row counts as dead too."""
+    return now - claimed_at > timedelta(milliseconds=DEAD_AFTER_BEATS * heartbeat_ms)
+
+
+async def refuse_if_running(
+    store: Store, plan: RangePlan, now: datetime, heartbeat_ms: int
+) -> None:
+    """Refuse ``plan`` up front (:class:`BackfillRefusedError` ``in-progress``, with its count)
+    when a live range of its schedule holds the lock. Only a hint that saves starting: a range
+    that starts between this check and :func:`run_range`'s own is refused there."""
+    holder = await store.claim_holder(plan.schedule + LOCK_SUFFIX)
+    if holder is None:
+        return
+    held_by, claimed_at = holder
+    if lock_is_stale(claimed_at, now, heartbeat_ms):
+        return  # its holder died; run_range takes the lock over
+    raise BackfillRefusedError(
+        f'refused: a range backfill of "{plan.schedule}" is already running (held by '
+        f"{held_by}) — wait for it to finish; two ranges are never interleaved",
+        reason="in-progress",
+        count=plan.count,
+        already_succeeded=plan.already_succeeded,
+    )
+
+
 async def _acquire(
     store: Store, key: str, replica: str, now: datetime, heartbeat_ms: int, name: str
 ) -> None:
@@ -366,7 +395,7 @@ async def _acquire(
         holder = await store.claim_holder(key)
     if holder is not None:
         held_by, claimed_at = holder
-        if now - claimed_at > timedelta(milliseconds=3 * heartbeat_ms):
+        if lock_is_stale(claimed_at, now, heartbeat_ms):
             # Its holder stopped refreshing it: died mid-backfill. Take over exactly once.
             if await store.release_claim(key, claimed_at=claimed_at) and await store.claim(
                 key, replica, now

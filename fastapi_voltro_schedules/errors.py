@@ -105,8 +105,15 @@ class RunNotFoundError(VoltroError, LookupError):
         self.run_id = run_id
 
 
+NOT_RUNNING = "the scheduler is not running (starting or shutting down)"
+"""What every route and room says when asked while the scheduler is not running."""
+
+
 class SchedulerNotRunningError(VoltroError):
     """The scheduler of the app is not running: its lifespan never started, or it stopped."""
+
+    def __init__(self, message: str = NOT_RUNNING) -> None:
+        super().__init__(message)
 
 
 class SchedulerShuttingDownError(SchedulerNotRunningError):

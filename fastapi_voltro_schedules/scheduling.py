@@ -8,7 +8,7 @@ a server store, log what will run, arm. The steps themselves live in :mod:`.boot
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from functools import partial
@@ -19,7 +19,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from . import wiring
-from .backfill import RangePlan, RangeSummary, plan_range, run_range
+from .arrivals import Arrivals
+from .backfill import RangePlan, RangeSummary, plan_range, refuse_if_running, run_range
 from .boot import (
     build_engine,
     check_schedules,
@@ -47,6 +48,7 @@ from .errors import (
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerDisabledError,
+    SchedulerShuttingDownError,
 )
 from .external_missed import watch_external_missed
 from .fire_requests import FireRequest, Why
@@ -105,6 +107,9 @@ class Scheduling:
         )
         self.store: Store | None = None
         self.engine: Engine | None = None
+        self.arrivals: Arrivals | None = None
+        """The external arrivals of the running scheduler (:mod:`.arrivals`): what this run
+        remembers of the occurrences it answered dies with it."""
         self.app: FastAPI | None = None
         self.pauses: Pauses | None = None
         """The process's copy of the pauses table (while running)."""
@@ -189,6 +194,7 @@ class Scheduling:
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
             self.engine = engine = build_engine(self, store)
+            self.arrivals = Arrivals(engine, store)
             pauses.due_in = lambda: engine.timer.seconds_until_next()
             failure: Exception | None = None
 
@@ -246,19 +252,16 @@ class Scheduling:
         confirm: bool = False,
         limit: int | None = None,
     ) -> RangePlan:
-        """Check a range backfill without firing (raises when it would be refused)."""
+        """Check a range backfill without firing (raises when it would be refused — also when
+        a live range of the schedule is running)."""
         schedule = self.schedule(name)
-        self.running_engine()
+        store = self.running_engine().store
         await self._refuse_if_paused(name)
-        return await plan_range(
-            self.running_engine().store,
-            schedule,
-            start,
-            end,
-            confirm=confirm,
-            limit=limit,
-            now=self.clock.now(),
+        plan = await plan_range(
+            store, schedule, start, end, confirm=confirm, limit=limit, now=self.clock.now()
         )
+        await refuse_if_running(store, plan, self.clock.now(), self.config.schedule_heartbeat_ms)
+        return plan
 
     async def backfill(
         self,
@@ -269,17 +272,41 @@ class Scheduling:
         confirm: bool = False,
         limit: int | None = None,
         progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
+        stop: anyio.Event | None = None,
     ) -> RangeSummary:
         """Range backfill: fire every occurrence of ``name`` in ``(start, end]`` in order, as
-        ``manual`` runs. Refusals (:class:`BackfillRefusedError`) fire nothing."""
+        ``manual`` runs. Refusals (:class:`BackfillRefusedError`) fire nothing. ``stop`` set:
+        the range stops after the slot in flight (``summary.stopped``)."""
         plan = await self.plan_backfill(name, start, end, confirm=confirm, limit=limit)
+        return await self.run_backfill(plan, progress=progress, stop=stop)
+
+    async def run_backfill(
+        self,
+        plan: RangePlan,
+        *,
+        progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
+        stop: anyio.Event | None = None,
+    ) -> RangeSummary:
+        """Fire a range :meth:`plan_backfill` planned (the second half of :meth:`backfill`,
+        for a caller that answers the refusals before it starts)."""
         return await run_range(
             self.running_engine(),
-            self.schedule(name),
+            self.schedule(plan.schedule),
             plan,
             heartbeat_ms=self.config.schedule_heartbeat_ms,
             progress=progress,
+            stop=stop,
         )
+
+    def in_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the running scheduler's own task group, where its runs live, not
+        the caller's: work a request starts that must outlive it (a client that disconnects
+        cancels its request, and must not cancel a range's slot in flight with it).
+        :class:`SchedulerShuttingDownError` once the scheduler is stopping: nothing starts."""
+        dispatcher = self.running_engine().dispatcher
+        if not dispatcher.running_background:
+            raise SchedulerShuttingDownError("the scheduler is shutting down — nothing was fired")
+        dispatcher.spawn(work)
 
     def schedule(self, name: str) -> Schedule:
         """The schedule named ``name``; :class:`ScheduleNotFoundError` if there is none."""
@@ -426,6 +453,7 @@ class Scheduling:
 
     async def _shutdown(self) -> None:
         self.engine = None
+        self.arrivals = None
         if self._wall_clock is not None:
             self.clock, self._wall_clock = self._wall_clock, None
         self.metrics.unwatch(self)

@@ -15,11 +15,13 @@ from fastapi_voltro_schedules import (
     Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.backfill import lock_is_stale
 from fastapi_voltro_schedules.errors import (
     BackfillRefusedError,
     BackfillRequestError,
     ScheduleNotFoundError,
 )
+from fastapi_voltro_schedules.planning import DEAD_AFTER_BEATS
 from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -185,6 +187,37 @@ async def test_two_ranges_of_one_schedule_never_interleave(sqlite_url: str) -> N
     async with s.run(arm=False):
         summary = await s.backfill("hourly-sync", FROM, hours(1))
     assert summary.fired == 1
+
+
+async def test_a_plan_is_refused_up_front_while_a_live_range_holds_the_lock(
+    sqlite_url: str,
+) -> None:
+    """``plan_backfill`` answers ``in-progress`` with the count before anything starts — the
+    HTTP route's 409, the CLI's and Python's alike; a lock silent for more than the dead
+    silence (``DEAD_AFTER_BEATS`` beats, as for a run's row) does not hold a plan back."""
+    handler = Recorder()
+    async with scheduling(sqlite_url, handler).run(arm=False) as s:
+        assert s.store is not None
+        beats = timedelta(milliseconds=DEAD_AFTER_BEATS * s.config.schedule_heartbeat_ms)
+        await s.store.claim("hourly-sync@range-backfill", "other-pod", NOW - beats)
+        with pytest.raises(BackfillRefusedError) as info:
+            await s.plan_backfill("hourly-sync", FROM, hours(2))
+        assert (info.value.reason, info.value.count) == ("in-progress", 2)
+        assert "held by other-pod" in str(info.value)
+        assert isinstance(s.clock, ManualClock)
+        s.clock.set(NOW + timedelta(milliseconds=1))  # one millisecond past the dead silence
+        plan = await s.plan_backfill("hourly-sync", FROM, hours(2))
+        assert plan.count == 2
+    assert handler.contexts == []
+
+
+@pytest.mark.parametrize(
+    ("silent_ms", "stale"),
+    [(0, False), (DEAD_AFTER_BEATS * 30_000, False), (DEAD_AFTER_BEATS * 30_000 + 1, True)],
+)
+def test_a_range_lock_is_stale_after_the_dead_silence(silent_ms: int, stale: bool) -> None:
+    claimed = NOW - timedelta(milliseconds=silent_ms)
+    assert lock_is_stale(claimed, NOW, heartbeat_ms=30_000) is stale
 
 
 async def test_a_dead_holders_lock_is_taken_over(sqlite_url: str) -> None:

@@ -28,6 +28,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..devtokens import INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV, is_dev_mode
 from ..errors import (
+    NOT_RUNNING,
     AuthenticationError,
     ForbiddenRoleError,
     SchedulerDisabledError,
@@ -76,9 +77,6 @@ def scheduling_of(request: Request) -> Scheduling:
     if not scheduling.config.scheduler_enabled:
         raise SchedulerDisabledError(scheduling.disabled_message())
     return scheduling
-
-
-NOT_RUNNING = "the scheduler is not running (starting or shutting down)"
 
 
 def engine_of(scheduling: Scheduling) -> Engine:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from ..backfill import LOCK_SUFFIX, RangePlan, RangeSummary, parse_instant, run_range
+from ..backfill import RangeSummary, parse_instant
 from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
@@ -27,7 +27,6 @@ from ..errors import (
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerNotRunningError,
-    SchedulerShuttingDownError,
     StoreUnavailableError,
     VoltroError,
 )
@@ -244,12 +243,10 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
     scheduling = scheduling_of(request)
     engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
     body = backfill_request(await read_body(request))
+    # Every refusal (a range of this schedule already running too) answers here, up front.
     plan = await scheduling.plan_backfill(
         name, body.start, body.end, confirm=body.confirm, limit=body.limit
     )
-    engine = scheduling.running_engine()
-    schedule = scheduling.schedule(name)
-    await _refuse_if_running(scheduling, plan)
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=16)
     gone = anyio.Event()
 
@@ -262,7 +259,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
             gone.set()  # the client went away: the range stops after the slot in flight
 
     async def produce() -> None:
-        # Runs in the engine's task group, not the request's: a client that disconnects
+        # Runs in the scheduler's task group, not the request's: a client that disconnects
         # cancels the request, and must not cancel the slot in flight with it (that slot
         # would read failed/shutdown while the app runs on). The range sees `gone` and stops
         # cleanly after that slot instead.
@@ -272,14 +269,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
                 await emit({"event": "progress", **_summary(summary)})
 
             try:
-                summary = await run_range(
-                    engine,
-                    schedule,
-                    plan,
-                    heartbeat_ms=scheduling.config.schedule_heartbeat_ms,
-                    progress=progress,
-                    stop=gone,
-                )
+                summary = await scheduling.run_backfill(plan, progress=progress, stop=gone)
             except VoltroError as error:  # refused (another range started), or stopped
                 await emit(_error_event(error))
                 return
@@ -289,9 +279,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
                 return
             await emit({"event": "summary", **_summary(summary)})
 
-    if not engine.dispatcher.running_background:
-        raise SchedulerShuttingDownError("the scheduler is shutting down — nothing was fired")
-    engine.dispatcher.spawn(produce)
+    scheduling.in_background(produce)
 
     async def lines() -> AsyncIterator[bytes]:
         try:
@@ -341,25 +329,6 @@ async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer
     changed = before is not None and before.active
     resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
     return PauseAnswer(name=name, paused=False, changed=changed, pause=None, resumed_at=resumed_at)
-
-
-async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
-    """Answer 409 ``in-progress`` up front when a live range of this schedule holds the lock
-    (a range that starts between this check and ours still ends as an ``error`` line)."""
-    holder = await store_of(scheduling).claim_holder(plan.schedule + LOCK_SUFFIX)
-    if holder is None:
-        return
-    held_by, claimed_at = holder
-    stale_after = timedelta(milliseconds=3 * scheduling.config.schedule_heartbeat_ms)
-    if scheduling.clock.now() - claimed_at > stale_after:
-        return  # its holder died; run_range takes the lock over
-    raise BackfillRefusedError(
-        f'refused: a range backfill of "{plan.schedule}" is already running (held by '
-        f"{held_by}) — wait for it to finish; two ranges are never interleaved",
-        reason="in-progress",
-        count=plan.count,
-        already_succeeded=plan.already_succeeded,
-    )
 
 
 def _error_event(error: VoltroError) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from .. import devtokens
 from ..clock import iso_z
 from ..cron import CronSpec
 from ..errors import ScheduleNotFoundError, VoltroError
-from ..fire_requests import FireRequest, Why
 from .common import CliError, find_scheduling, schedule_app
 
 if TYPE_CHECKING:
@@ -277,20 +276,13 @@ def fire_command(
     async def go() -> dict[str, Any]:
         async with connect(app, url, token) as api:
             if api.scheduling is not None:
-                # In-process nothing is armed, so run it here and wait (the Run now rules:
-                # manual, no coordination, refused while paused).
-                scheduling = api.scheduling
-                scheduling.schedule(name)
-                await scheduling._refuse_if_paused(name)
-                engine = scheduling.running_engine()
-                started = scheduling.clock.now()
-                step = FireRequest(scheduling.schedule(name), started, Why.RANGE)
-                await (await engine.fire(step)).finished()
-                page = await api.call("GET", f"{INSPECT}/runs", params={"name": name, "limit": 10})
-                mine = [r for r in page["runs"] if r["scheduledAt"] == iso_z(started)]
-                return dict(mine[0])
-            accepted = await api.call("POST", f"{INSPECT}/{quote(name, safe='')}/fire")
-            return await _wait_for(api, name, accepted["runId"], timeout)
+                # In-process nothing is armed: Run now through the facade, as the route does
+                # (manual, no coordination, refused while paused), and the run executes here.
+                run_id = (await api.scheduling.fire_now(name)).id
+            else:
+                accepted = await api.call("POST", f"{INSPECT}/{quote(name, safe='')}/fire")
+                run_id = accepted["runId"]
+            return await _wait_for(api, name, run_id, timeout)
 
     try:
         run = _run(go())

@@ -13,7 +13,7 @@ Environment:
                           ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``.
 - ``EXT_HANDLER_SECONDS`` how long each handler sleeps (real time), default ``0``.
 - ``EXT_DUPLICATE_WAIT_SECONDS`` how long a duplicate arrival waits for the first one's row
-  (the trigger route's ``DUPLICATE_WAIT_SECONDS``, 5 s): a test storming a busy machine sets
+  (``arrivals.DUPLICATE_WAIT_SECONDS``, 5 s): a test storming a busy machine sets
   it to a hang's bound, so a slow database is not taken for a claimant that died.
 - a file ``hold`` in ``EXT_MARKER_DIR``: while it exists, handlers wait (at most a hang's
   bound) before they finish — a test that must see a run ``running`` holds it there, whatever
@@ -45,10 +45,10 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    arrivals,
     define_schedule,
     schedules_router,
 )
-from fastapi_voltro_schedules.api import trigger as trigger_route
 from fastapi_voltro_schedules.api.auth import InspectAuth
 from fastapi_voltro_schedules.api.errors import VoltroRoute
 from fastapi_voltro_schedules.clock import iso_z
@@ -62,7 +62,7 @@ clock = ManualClock(
 _MARKERS = os.environ.get("EXT_MARKER_DIR")
 _SLEEP = float(os.environ.get("EXT_HANDLER_SECONDS", "0"))
 if os.environ.get("EXT_DUPLICATE_WAIT_SECONDS"):
-    trigger_route.DUPLICATE_WAIT_SECONDS = float(os.environ["EXT_DUPLICATE_WAIT_SECONDS"])
+    arrivals.DUPLICATE_WAIT_SECONDS = float(os.environ["EXT_DUPLICATE_WAIT_SECONDS"])
 
 
 async def _work(ctx: ScheduleContext) -> None:
