@@ -345,9 +345,16 @@ def plan_turn(
     )
 
 
-def adoption_bound(period: timedelta, window_ms: int | None) -> timedelta:
+def adoption_bound(
+    period: timedelta, window_ms: int | None, backfill: BackfillPolicy = BackfillPolicy.SKIP
+) -> timedelta:
     """How long a dead waiter's occurrence may be adopted after its last beat: the configured
-    ``queue_adoption_window_ms``, else twice the schedule's period at that occurrence."""
+    ``queue_adoption_window_ms``, else twice the schedule's period at that occurrence — except
+    under ``backfill="all"``, where a waiter is a slot still owed whatever its age (as
+    :func:`plan_resume` says): it is adopted, never written off ``missed`` because the replica
+    that wrote it went silent a little longer than two periods (a loaded host, a slow reboot)."""
+    if backfill is BackfillPolicy.ALL:
+        return timedelta.max
     if window_ms is not None:
         return timedelta(milliseconds=window_ms)
     return 2 * period

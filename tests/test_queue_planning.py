@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
+from fastapi_voltro_schedules.enums import BackfillPolicy, CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.planning import TurnAction, adoption_bound, plan_turn
 from fastapi_voltro_schedules.store import RunRecord
 
@@ -84,3 +84,28 @@ def test_plan_turn(
 def test_the_window_replaces_the_derived_bound() -> None:
     assert adoption_bound(PERIOD, None) == 2 * PERIOD
     assert adoption_bound(PERIOD, 300_000) == timedelta(minutes=5)
+
+
+def test_under_backfill_all_a_dead_waiter_is_adopted_whatever_its_silence() -> None:
+    """An ``all`` schedule's waiter is a slot still owed (a catch-up's, a fall-behind's): one
+    silent a little past two periods — its replica killed on a loaded host — is adopted and
+    run, never written off ``missed`` (found by the life-cycle chaos test under load: a
+    downtime slot written off "silent 4304 ms, past the adoption bound of 4000 ms")."""
+    owed = adoption_bound(PERIOD, None, BackfillPolicy.ALL)
+    assert owed == timedelta.max
+    assert adoption_bound(PERIOD, 300_000, BackfillPolicy.ALL) == timedelta.max
+    for silent_s in (180, 86_400 * 30):
+        plan = plan_turn(
+            [row("sr_b", 7, Q, "pod-b", silent_s)],
+            ME_NEW,
+            new=True,
+            now=NOW,
+            replica_id="me",
+            heartbeat_ms=BEAT_MS,
+            adoption_bound=lambda r: owed,
+        )
+        assert plan.action is TurnAction.ADOPT and plan.abandoned == []
+        assert plan.run is not None and plan.run.id == "sr_b"
+    # latest/skip keep the bound: past it a newer slot is due, which is all they owe
+    for policy in (BackfillPolicy.LATEST, BackfillPolicy.SKIP):
+        assert adoption_bound(PERIOD, None, policy) == 2 * PERIOD

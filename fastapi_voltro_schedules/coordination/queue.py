@@ -91,7 +91,8 @@ class DurableLine:
 
     def _bound(self, schedule: Schedule) -> Callable[[RunRecord], timedelta]:
         def bound(row: RunRecord) -> timedelta:
-            return adoption_bound(schedule.period_at(row.scheduled_at), self.adoption_window_ms)
+            period = schedule.period_at(row.scheduled_at)
+            return adoption_bound(period, self.adoption_window_ms, schedule.backfill)
 
         return bound
 
