@@ -29,9 +29,9 @@ from bench.ours import build
 from fastapi_voltro_schedules import Scheduling
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.records import RUN_COLUMNS, RunRecord, new_run_ids
 from fastapi_voltro_schedules.store import statements as q
 from fastapi_voltro_schedules.store.engines import make_engine
-from fastapi_voltro_schedules.store.records import RUN_COLUMNS, RunRecord, new_run_ids
 
 
 async def prepared(n: int, directory: Path) -> tuple[Scheduling, AsyncEngine]:

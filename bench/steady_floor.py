@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.herd_floor import prepared, running_rows
+from fastapi_voltro_schedules.records import RUN_COLUMNS
 from fastapi_voltro_schedules.store import statements as q
-from fastapi_voltro_schedules.store.records import RUN_COLUMNS
 
 
 def cpu_seconds() -> float:

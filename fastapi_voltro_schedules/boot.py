@@ -1,29 +1,36 @@
 """What ``Scheduling`` settles at boot besides opening the ledger and arming the timer.
 
 Check the schedule set against the app-wide config, choose the clock the replicas share, build
-the engine the config asks for, and say what will run. Each is a function of the scheduler it
-boots, kept here so that ``scheduling.py`` reads as the lifespan's wiring.
+the engine the config asks for, pick the SQLite one-firer lock, and say what will run. Each
+step takes what it reads as arguments — the schedules, the config, the store — and never the
+``Scheduling`` itself: this room sits below the facade and never imports it back.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .clock import Clock, DatabaseClock, iso_z
 from .config import SchedulingConfig
+from .context import WorkflowStarter
+from .definitions import Versions
 from .engine import Engine
-from .enums import ChangeStrategy, TriggerMode
+from .enums import ChangeStrategy, Coordination, TriggerMode
 from .errors import ConfigurationError, StoreUnavailableError
 from .leadership import FirerLock, sqlite_file
 from .ledger import Ledger
 from .logs import logger
-from .pauses import NO_PAUSES
+from .pauses import PauseView
 from .runner import Runner
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from .scheduling import Scheduling
+    from fastapi import FastAPI
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from .definition import Schedule
     from .store import Store
 
 CLOCK_DRIFT_WARN_SECONDS = 1.0
@@ -31,10 +38,12 @@ CLOCK_DRIFT_WARN_SECONDS = 1.0
 decides, but the host's time sync is broken."""
 
 
-def check_schedules(scheduling: Scheduling) -> None:
+def check_schedules(
+    schedules: Sequence[Schedule], config: SchedulingConfig, workflows: WorkflowStarter | None
+) -> None:
     """The checks that need the app-wide defaults (definition time could not make them)."""
-    for schedule in scheduling.schedules:
-        trigger = scheduling.trigger_of(schedule)
+    for schedule in schedules:
+        trigger = schedule.effective_trigger(config.trigger)
         if schedule.has_seconds and trigger is TriggerMode.EXTERNAL:
             raise ConfigurationError(
                 f'schedule "{schedule.name}" (module {schedule.module}): cron '
@@ -50,7 +59,7 @@ def check_schedules(scheduling: Scheduling) -> None:
                 'schedule has none; set trigger="external" on the schedule (or '
                 "VOLTRO_TRIGGER=external), or drop fallback="
             )
-        if schedule.workflow is not None and scheduling.workflows is None:
+        if schedule.workflow is not None and workflows is None:
             raise ConfigurationError(
                 f'schedule "{schedule.name}" (module {schedule.module}) targets workflow '
                 f'"{schedule.workflow.name}" but no workflow starter is configured — pass '
@@ -102,37 +111,45 @@ async def follow_database_clock(clock: DatabaseClock) -> None:
 # -- the engine --------------------------------------------------------------------------
 
 
-def build_engine(scheduling: Scheduling, store: Store) -> Engine:
+def build_engine(
+    config: SchedulingConfig,
+    store: Store,
+    clock: Clock,
+    schedules: Sequence[Schedule],
+    *,
+    coordination: Coordination,
+    app: FastAPI | None,
+    workflows: WorkflowStarter | None,
+    pauses: PauseView,
+    versions: Versions,
+) -> Engine:
     """The engine for the running scheduler: its ``self`` schedules, the config's policies."""
-    config = scheduling.config
-    clock = scheduling.clock
+    triggers = {s.name: s.effective_trigger(config.trigger) for s in schedules}
     runner = Runner(
         ledger=Ledger(store, clock, config.replica_id),
         watchdog=Watchdog(clock, store, config.replica_id, config.schedule_heartbeat_ms),
         clock=clock,
-        app=scheduling.app,
-        workflows=scheduling.workflows,
+        app=app,
+        workflows=workflows,
     )
     return Engine(
-        schedules=[s for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.SELF],
+        schedules=[s for s in schedules if triggers[s.name] is TriggerMode.SELF],
         store=store,
         clock=clock,
         runner=runner,
-        coordination=scheduling.effective_coordination,
+        coordination=coordination,
         replica_id=config.replica_id,
         heartbeat_ms=config.schedule_heartbeat_ms,
         shutdown_grace_ms=config.shutdown_grace_ms,
         run_retention_ms=config.run_retention_ms,
         claim_retention_ms=config.claim_retention_ms,
-        watched_names=[s.name for s in scheduling.schedules],
-        overlaps={s.name: s.on_overlap for s in scheduling.schedules},
+        watched_names=[s.name for s in schedules],
+        overlaps={s.name: s.on_overlap for s in schedules},
         adoption_window_ms=config.queue_adoption_window_ms,
         change_strategy=change_strategy(config, store),
-        pauses=scheduling.pauses if scheduling.pauses is not None else NO_PAUSES,
-        versions=scheduling.versions,
-        external_names=[
-            s.name for s in scheduling.schedules if scheduling.trigger_of(s) is TriggerMode.EXTERNAL
-        ],
+        pauses=pauses,
+        versions=versions,
+        external_names=[s.name for s in schedules if triggers[s.name] is TriggerMode.EXTERNAL],
     )
 
 
@@ -150,14 +167,17 @@ def change_strategy(config: SchedulingConfig, store: Store) -> ChangeStrategy:
     return wanted
 
 
-def firer_lock(config: SchedulingConfig, store: Store) -> FirerLock | None:
+def firer_lock(ledger: str | AsyncEngine) -> FirerLock | None:
     """The one-firer lock of a SQLite file ledger (``leadership.py``); memory and server
-    databases need none."""
+    databases need none.
+
+    ``ledger`` is where the ledger lives — the shared engine given to ``Scheduling(engine=...)``,
+    else ``config.database_url`` (:meth:`Scheduling.ledger_target`) — and never the store:
+    the store the boot holds is the metrics wrapper, which says nothing of its file.
+    """
     from sqlalchemy import make_url
 
-    from .store import SQLStore
-
-    url = store.engine.url if isinstance(store, SQLStore) else make_url(config.database_url)
+    url = make_url(ledger) if isinstance(ledger, str) else ledger.url
     database = sqlite_file(url)
     return FirerLock(database) if database is not None else None
 
@@ -165,21 +185,25 @@ def firer_lock(config: SchedulingConfig, store: Store) -> FirerLock | None:
 # -- what will run -----------------------------------------------------------------------
 
 
-def log_boot(scheduling: Scheduling) -> None:
+def log_boot(
+    schedules: Sequence[Schedule],
+    config: SchedulingConfig,
+    coordination: Coordination,
+    now: datetime,
+) -> None:
     """The boot log: the counts, the coordinator, and each schedule with its next firing."""
-    triggers = {s.name: scheduling.trigger_of(s) for s in scheduling.schedules}
+    triggers = {s.name: s.effective_trigger(config.trigger) for s in schedules}
     counts = {mode: 0 for mode in TriggerMode}
     for trigger in triggers.values():
         counts[trigger] += 1
     logger.info(
         "scheduler: starting  total=%d self=%d external=%d coordinator=%s",
-        len(scheduling.schedules),
+        len(schedules),
         counts[TriggerMode.SELF],
         counts[TriggerMode.EXTERNAL],
-        scheduling.effective_coordination.value,
+        coordination.value,
     )
-    now = scheduling.clock.now()
-    for schedule in scheduling.schedules:
+    for schedule in schedules:
         trigger = triggers[schedule.name]
         if trigger is TriggerMode.SELF:
             next_firing = iso_z(schedule.next_occurrence(now))

@@ -13,12 +13,14 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeAlias, overload
+from typing import Any, TypeAlias, cast, overload
+
+import anyio
 
 from .context import ScheduleContext
 from .cron import CronSpec
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
-from .errors import InvalidCronError, ScheduleDefinitionError
+from .errors import ConfigurationError, InvalidCronError, ScheduleDefinitionError
 from .zones import zone_problem
 
 Handler: TypeAlias = Callable[[ScheduleContext], Awaitable[None] | None]
@@ -101,15 +103,33 @@ class Schedule:
         return self.spec.has_seconds
 
     async def __call__(self, ctx: ScheduleContext) -> None:
-        """Run this schedule's target once with ``ctx`` — no ledger, no watchdog — as the
-        runner would: an ``async def`` is awaited, a ``def`` runs in a worker thread, a
-        ``workflow=`` target is started on ``ctx.workflows``. For tests::
+        """Run this schedule's target once with ``ctx`` — no ledger, no watchdog: an ``async
+        def`` is awaited, a ``def`` runs in a worker thread, a ``workflow=`` target is started
+        on ``ctx.workflows``. The runner calls this too (inside its watchdog and ledger
+        writes), so a test runs exactly what a firing runs::
 
             await daily_digest(testing.make_context(daily_digest, at=...))
         """
-        from .invoke import invoke_target
-
-        await invoke_target(self, ctx)
+        if self.workflow is not None:
+            if ctx.workflows is None:
+                raise ConfigurationError(
+                    f'schedule "{self.name}" targets workflow "{self.workflow.name}" but no '
+                    "workflow starter is configured — pass Scheduling(workflows=...) (in a "
+                    "test: make_context(..., workflows=...))"
+                )
+            await ctx.workflows.start(self.workflow.name, self.workflow.build_payload(ctx))
+            return
+        handler = self.handler
+        if handler is None:  # define_schedule always sets one of the two targets
+            raise ConfigurationError(f'schedule "{self.name}" has neither handler nor workflow')
+        if self.awaits_handler:
+            await cast(Awaitable[Any], handler(ctx))
+            return
+        # A plain def runs in a worker thread; on timeout or shutdown the thread is abandoned
+        # (Python cannot kill a thread) and keeps running until it returns.
+        result = await anyio.to_thread.run_sync(handler, ctx, abandon_on_cancel=True)
+        if inspect.isawaitable(result):  # a def that returns a coroutine
+            await result
 
     def effective_trigger(self, app_default: TriggerMode | str) -> TriggerMode:
         """The schedule's own trigger, else the app-wide default."""

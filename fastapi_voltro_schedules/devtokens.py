@@ -23,6 +23,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .tokens import INSPECT_TOKEN_ENV, MIN_TOKEN_LENGTH, TRIGGER_TOKEN_ENV
+
 __all__ = [
     "DEV_ENV",
     "INSPECT_TOKEN_ENV",
@@ -38,8 +40,6 @@ __all__ = [
     "user_set",
 ]
 
-TRIGGER_TOKEN_ENV = "VOLTRO_SCHEDULE_TRIGGER_TOKEN"
-INSPECT_TOKEN_ENV = "VOLTRO_INSPECT_TOKEN"
 DEV_ENV = "VOLTRO_DEV"
 
 TOKENS_DIR = ".voltro"
@@ -155,8 +155,6 @@ def _read(path: Path) -> tuple[str, str] | None:
     trigger, inspect = data.get(_TRIGGER_KEY), data.get(_INSPECT_KEY)
     if not (isinstance(trigger, str) and isinstance(inspect, str)):
         return None
-    from .tokens import MIN_TOKEN_LENGTH  # tokens imports this module's variable names
-
     # A hand-edited file whose tokens the boot check would refuse (too short, padded, equal)
     # is replaced by fresh ones rather than handed to a server that cannot start.
     for token in (trigger, inspect):

@@ -16,7 +16,7 @@ from .enums import Trigger
 
 if TYPE_CHECKING:
     from .definition import Schedule
-    from .store import RunRecord
+    from .records import RunRecord
 
 
 class Why(StrEnum):

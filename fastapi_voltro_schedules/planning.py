@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from .cron import CronSpec
 from .enums import BackfillPolicy, RunStatus
-from .store.base import RowWrite
+from .records import RowWrite
 
 if TYPE_CHECKING:
-    from .store import RunRecord
+    from .records import RunRecord
 
 CATCH_UP_CAP = 1000
 """The most slots one catch-up walk enumerates (seed: "capped (1000 slots)")."""

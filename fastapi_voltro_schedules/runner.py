@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,7 +19,7 @@ import anyio
 from .clock import iso_z
 from .context import ScheduleContext, WorkflowStarter
 from .enums import RunStatus
-from .errors import ConfigurationError, StoreUnavailableError
+from .errors import StoreUnavailableError
 from .logs import logger, run_fields
 from .store import RunOutcome
 
@@ -100,7 +99,7 @@ class Runner:
             with anyio.CancelScope() as scope:
                 watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, scope)
                 try:
-                    await self._invoke(schedule, ctx)
+                    await schedule(ctx)
                 except Exception as exc:
                     error = exc
                 finally:
@@ -258,26 +257,6 @@ class Runner:
         since = outcome.fired_at or outcome.finished_at
         return self.watchdog.keep_alive(outcome.run_id, since)
 
-    async def _invoke(self, schedule: Schedule, ctx: ScheduleContext) -> None:
-        if schedule.workflow is not None:
-            if self.workflows is None:
-                raise ConfigurationError(
-                    f'schedule "{schedule.name}" targets workflow "{schedule.workflow.name}" but '
-                    "no workflow starter is configured — pass Scheduling(workflows=...)"
-                )
-            await self.workflows.start(schedule.workflow.name, schedule.workflow.build_payload(ctx))
-            return
-        handler = schedule.handler
-        assert handler is not None
-        if schedule.awaits_handler:
-            await cast(Awaitable[Any], handler(ctx))
-            return
-        # A plain def runs in a worker thread; on timeout the thread is abandoned (Python
-        # cannot kill a thread) and keeps running until it returns.
-        result = await anyio.to_thread.run_sync(handler, ctx, abandon_on_cancel=True)
-        if inspect.isawaitable(result):
-            await result
-
 
 class RunBatch:
     """Many admitted firings (the herd) run with the outcomes of :meth:`Runner.execute`.
@@ -332,7 +311,7 @@ class RunBatch:
             if handler is not None and schedule.workflow is None and schedule.awaits_handler:
                 coro = cast(Coroutine[Any, Any, None], handler(ctx))
             else:
-                coro = runner._invoke(schedule, ctx)
+                coro = schedule(ctx)
             task = loop.create_task(coro)
             watch = by_deadline.get(ctx.deadline)
             if watch is None:

@@ -154,7 +154,7 @@ class Scheduling:
 
     def validate(self) -> None:
         """Boot-time checks that need the app-wide defaults (definition time could not)."""
-        check_schedules(self)
+        check_schedules(self.schedules, self.config, self.workflows)
 
     @property
     def lifespan(self) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -193,7 +193,17 @@ class Scheduling:
             store = await self._boot(app)
             self.pauses = pauses = Pauses(store, self.clock)
             await pauses.refresh()  # before any timer is armed: a paused schedule stays quiet
-            self.engine = engine = build_engine(self, store)
+            self.engine = engine = build_engine(
+                self.config,
+                store,
+                self.clock,
+                self.schedules,
+                coordination=self.effective_coordination,
+                app=self.app,
+                workflows=self.workflows,
+                pauses=pauses,
+                versions=self.versions,
+            )
             self.arrivals = Arrivals(engine, store)
             pauses.due_in = lambda: engine.timer.seconds_until_next()
             failure: Exception | None = None
@@ -215,7 +225,8 @@ class Scheduling:
                     tg.start_soon(follow_database_clock, self.clock)
                 await tg.start(pauses.run)
                 if arm:
-                    leadership = Leadership(firer_lock(self.config, store), arm_timer, serve_runs)
+                    lock = firer_lock(self.ledger_target())
+                    leadership = Leadership(lock, arm_timer, serve_runs)
                     self._leadership = leadership
                     await leadership.start(tg)
                 else:
@@ -431,7 +442,7 @@ class Scheduling:
             self.store, self.schedules, self.trigger_of, self.clock.now(), self.config.replica_id
         )
         self.metrics.watch(self)
-        log_boot(self)
+        log_boot(self.schedules, self.config, self.effective_coordination, self.clock.now())
         return self.store
 
     def next_fire_times(self) -> Mapping[str, datetime]:

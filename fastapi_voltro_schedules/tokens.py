@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from .devtokens import INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -56,6 +55,10 @@ __all__ = [
     "parse_token_list",
 ]
 
+# Every token variable is named here; ``devtokens`` (what ``voltro dev`` mints) builds on
+# this module and never the other way round.
+TRIGGER_TOKEN_ENV = "VOLTRO_SCHEDULE_TRIGGER_TOKEN"
+INSPECT_TOKEN_ENV = "VOLTRO_INSPECT_TOKEN"
 INSPECT_READ_TOKEN_ENV = "VOLTRO_INSPECT_READ_TOKEN"
 
 MIN_TOKEN_LENGTH = 16

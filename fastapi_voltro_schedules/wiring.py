@@ -1,14 +1,14 @@
 """Which :class:`Scheduling` an app runs when it only includes ``schedules_router``.
 
-The design card's one-liner: ``schedules_router`` carries a lifespan, which FastAPI's
-``include_router`` merges into the app's own (inside it: the app's lifespan enters first). When
-the app's lifespan already started a ``Scheduling`` (``lifespan=scheduling.lifespan``, or
-``async with scheduling.run(app)``), the router's does nothing. Otherwise it starts the
-process's module-level ``Scheduling`` — found here, never guessed:
+The one-liner ``app.include_router(schedules_router)``: the router carries a lifespan, which
+FastAPI's ``include_router`` merges into the app's own (inside it: the app's lifespan enters
+first). When the app's lifespan already started a ``Scheduling`` (``lifespan=
+scheduling.lifespan``, or ``async with scheduling.run(app)``), the router's does nothing.
+Otherwise it starts the process's module-level ``Scheduling`` — found here, never guessed:
 
-1. every ``Scheduling`` registers itself when constructed, with the module that constructed it;
-   it counts as *module-level* while that module holds it under a global name;
-2. a module-level ``Scheduling`` in the module that holds the app (``main.py`` with both
+1. every ``Scheduling`` registers itself when constructed (weakly: registering keeps nothing
+   alive); it counts as *module-level* while a module holds it under a global name;
+2. a module-level ``Scheduling`` in a module that also holds the app (``main.py`` with both
    ``scheduling = …`` and ``app = FastAPI()``) wins;
 3. else the only module-level ``Scheduling`` of the process;
 4. two or more (in the app's module, or in the process when the app's module has none) are a
@@ -16,72 +16,89 @@ process's module-level ``Scheduling`` — found here, never guessed:
 
 No module-level ``Scheduling`` at all leaves the routes answering ``503
 scheduler_not_running`` with the remedy, and logs a warning at boot.
+
+Why the module globals are read at all: the router's lifespan is handed the app and nothing
+else, and until a lifespan starts one the app holds no reference to any ``Scheduling``; "the
+one beside ``app = FastAPI()``" is a fact about module namespaces only. So the router's
+lifespan reads them once, at startup, in one pass over ``sys.modules``.
+
+The registry is typed with :class:`Runnable`, what the router's lifespan needs of a
+``Scheduling``, so this module sits below the facade and never imports it.
 """
 
 from __future__ import annotations
 
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .scheduling import Scheduling
+    from fastapi import FastAPI
 
-__all__ = ["module_level", "register", "scheduling_for"]
-
-_PACKAGE = __name__.rpartition(".")[0]
-_registry: weakref.WeakKeyDictionary[Scheduling, tuple[str, str, int]] = weakref.WeakKeyDictionary()
+__all__ = ["Runnable", "module_level", "register", "scheduling_for"]
 
 
-def register(scheduling: Scheduling) -> None:
-    """Remember where ``scheduling`` was constructed: the first frame outside this package
-    (``Scheduling.from_package`` is ours; its caller is the user's module)."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith(
-        _PACKAGE + "."
-    ):
-        frame = frame.f_back
-    module = str(frame.f_globals.get("__name__", "?"))
-    _registry[scheduling] = (module, frame.f_code.co_filename, frame.f_lineno)
+class Runnable(Protocol):
+    """What the router's lifespan needs of a ``Scheduling``: whether it runs, and ``run``."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def run(self, app: FastAPI | None = None) -> AbstractAsyncContextManager[object]: ...
 
 
-def _global_name(module_name: str, obj: object) -> str | None:
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    for attr, value in list(vars(module).items()):
-        if value is obj:
-            return f"{module_name}.{attr}"
-    return None
+_registry: weakref.WeakKeyDictionary[Runnable, None] = weakref.WeakKeyDictionary()
 
 
-def module_level() -> list[tuple[str, Scheduling]]:
-    """Every live ``Scheduling`` held by a global of the module that built it, by name."""
-    found = []
-    for scheduling, (module, _, _) in list(_registry.items()):
-        name = _global_name(module, scheduling)
-        if name is not None:
-            found.append((name, scheduling))
-    return sorted(found, key=lambda item: item[0])
+def register(scheduling: Runnable) -> None:
+    """Make ``scheduling`` a candidate while it lives (``Scheduling.__init__`` calls this)."""
+    _registry[scheduling] = None
 
 
-def _modules_holding(obj: object) -> set[str]:
-    holders = set()
-    for name, module in list(sys.modules.items()):
+def _global_names(targets: dict[int, object]) -> dict[int, list[str]]:
+    """``module.attribute`` of every module global holding one of ``targets`` (by ``id``),
+    sorted, in one pass over the loaded modules."""
+    names: dict[int, list[str]] = {}
+    for module_name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
-        if isinstance(namespace, dict) and any(v is obj for v in list(namespace.values())):
-            holders.add(name)
-    return holders
+        if not isinstance(namespace, dict):
+            continue
+        for attribute, value in list(namespace.items()):
+            if id(value) in targets and targets[id(value)] is value:
+                names.setdefault(id(value), []).append(f"{module_name}.{attribute}")
+    return {key: sorted(found) for key, found in names.items()}
 
 
-def _describe(name: str, scheduling: Scheduling) -> str:
-    _, filename, line = _registry.get(scheduling, ("?", "?", 0))
-    return f"{name} ({filename}:{line})"
+def _module_level(app: object = None) -> tuple[list[tuple[str, Runnable]], set[str]]:
+    """The module-level schedulings (each once, by its first global name — one in a module
+    holding ``app`` when there is one) and the modules holding ``app``."""
+    live: dict[int, Runnable] = {id(s): s for s in list(_registry)}
+    targets: dict[int, object] = dict(live)
+    if app is not None:
+        targets[id(app)] = app
+    names = _global_names(targets)
+    app_modules = {name.rpartition(".")[0] for name in names.pop(id(app), [])}
+    found = []
+    for key, held_as in names.items():
+        local = [name for name in held_as if name.rpartition(".")[0] in app_modules]
+        found.append(((local or held_as)[0], live[key]))
+    return sorted(found, key=lambda item: item[0]), app_modules
 
 
-def scheduling_for(app: Any) -> Scheduling | None:
+def module_level() -> list[tuple[str, Runnable]]:
+    """Every live ``Scheduling`` held by a module global, by name."""
+    return _module_level()[0]
+
+
+def _describe(name: str) -> str:
+    module = sys.modules.get(name.rpartition(".")[0])
+    return f"{name} ({getattr(module, '__file__', None) or '?'})"
+
+
+def scheduling_for(app: Any) -> Runnable | None:
     """The ``Scheduling`` the router's lifespan should start for ``app``; ``None`` when the
     app's own lifespan already started one (or there is none to start).
 
@@ -90,16 +107,15 @@ def scheduling_for(app: Any) -> Scheduling | None:
     current = getattr(getattr(app, "state", None), "scheduling", None)
     if current is not None and getattr(current, "active", False):
         return None  # the app's lifespan wired it: nothing starts twice
-    candidates = module_level()
+    candidates, app_modules = _module_level(app)
     if not candidates:
         return None
-    app_modules = _modules_holding(app)
     local = [(n, s) for n, s in candidates if n.rpartition(".")[0] in app_modules]
     pool = local or candidates
     if len(pool) == 1:
         return pool[0][1]
     where = "the app's module" if local else "this process"
-    names = ", ".join(_describe(n, s) for n, s in pool)
+    names = ", ".join(_describe(n) for n, _ in pool)
     first = pool[0][0].rpartition(".")[2]
     raise ConfigurationError(
         f"schedules_router cannot tell which Scheduling this app runs: {where} holds "

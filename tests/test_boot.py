@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from fastapi_voltro_schedules import (
     ConfigurationError,
@@ -16,6 +17,8 @@ from fastapi_voltro_schedules import (
     SchemaError,
     define_schedule,
 )
+from fastapi_voltro_schedules.leadership import FIRER_LOCK_SUFFIX
+from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.testing import ManualClock
 
 
@@ -86,3 +89,34 @@ async def test_an_error_inside_the_block_leaves_as_itself(tmp_path: Path) -> Non
         with pytest.raises(KeyError, match="mine"):
             async with Scheduling(schedules(), config=config).run(arm=arm):  # type: ignore[arg-type]
                 raise KeyError("mine")
+
+
+async def test_a_shared_sqlite_engine_takes_the_firer_lock_of_its_own_file(tmp_path: Path) -> None:
+    # config.database_url is ignored with Scheduling(engine=...): the one-firer lock must guard
+    # the engine's file, not the configured one.
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/shared.db")
+    config = SchedulingConfig(database_url=f"sqlite+aiosqlite:///{tmp_path}/configured.db")
+    try:
+        scheduling = Scheduling(schedules(), config=config, engine=engine)  # type: ignore[arg-type]
+        async with scheduling.run(FastAPI()):
+            assert scheduling.fires_here
+            assert (tmp_path / f"shared.db{FIRER_LOCK_SUFFIX}").exists()
+            assert not (tmp_path / f"configured.db{FIRER_LOCK_SUFFIX}").exists()
+    finally:
+        await engine.dispose()
+
+
+async def test_a_shared_server_engine_takes_no_sqlite_firer_lock(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    await upgrade_to_head(postgres_url)
+    engine = create_async_engine(postgres_url)
+    config = SchedulingConfig(database_url=f"sqlite+aiosqlite:///{tmp_path}/configured.db")
+    try:
+        scheduling = Scheduling(schedules(), config=config, engine=engine)  # type: ignore[arg-type]
+        async with scheduling.run(FastAPI()):
+            assert scheduling.fires_here
+            # no lock beside a file nobody opens
+            assert not (tmp_path / f"configured.db{FIRER_LOCK_SUFFIX}").exists()
+    finally:
+        await engine.dispose()

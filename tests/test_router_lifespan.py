@@ -88,6 +88,25 @@ async def test_include_router_alone_starts_the_module_level_scheduling(
     assert boot_lines(caplog) == 1
 
 
+async def test_a_scheduling_built_by_a_helper_module_is_found_beside_the_app(
+    user_module: Any,
+) -> None:
+    # Module-level means held by a module's global, wherever it was constructed: a factory
+    # in a helpers module (an app's settings package, say) builds it, main.py holds it.
+    helpers = user_module("")
+    mod = user_module(
+        f"""
+        from {helpers.__name__} import make as build
+        scheduling = build(URL)
+        app = FastAPI()
+        app.include_router(schedules_router)
+        """
+    )
+    async with mod.app.router.lifespan_context(mod.app):
+        assert mod.scheduling.active and mod.app.state.scheduling is mod.scheduling
+    assert not mod.scheduling.active
+
+
 @pytest.mark.parametrize("wiring", ["lifespan=", "own lifespan"])
 async def test_an_app_that_wires_its_scheduling_starts_it_once(
     user_module: Any, caplog: pytest.LogCaptureFixture, wiring: str

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from fastapi import FastAPI
+from support.waiting import HANG, wait_until
 
 from fastapi_voltro_schedules import (
     ConfigurationError,
@@ -100,6 +101,29 @@ async def test_an_awaited_workflow_schedule_starts_it_and_needs_a_starter() -> N
     assert starter.started == [("billing.rollup", {"day": AT.isoformat()})]
     with pytest.raises(ConfigurationError, match="no workflow starter"):
         await rollup(make_context(rollup, at=AT))
+
+
+async def test_a_cancelled_awaited_def_abandons_its_thread_as_the_runner_does() -> None:
+    # One way to call a target: cancelling `await schedule(ctx)` (a test's timeout, a
+    # shutdown) leaves a plain def's worker thread to finish alone, exactly as a firing's
+    # watchdog does, instead of holding the caller until the thread returns.
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def stuck(ctx: ScheduleContext) -> None:
+        entered.set()
+        release.wait(timeout=HANG)
+        finished.set()
+
+    schedule = define_schedule(name="stuck", cron="0 * * * *", timezone="UTC", handler=stuck)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(schedule, make_context(schedule, at=AT))
+            await wait_until(entered.is_set, what="the handler's thread to start")
+            tg.cancel_scope.cancel()
+        assert not finished.is_set()  # the call returned while the thread still runs
+    finally:
+        release.set()
+    await wait_until(finished.is_set, what="the abandoned thread to finish")
 
 
 async def test_run_once_records_a_success_with_the_real_runner() -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..devtokens import INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV, is_dev_mode
+from ..devtokens import is_dev_mode
 from ..errors import (
     NOT_RUNNING,
     AuthenticationError,
@@ -35,7 +35,7 @@ from ..errors import (
     SchedulerNotRunningError,
     TokenNotConfiguredError,
 )
-from ..tokens import INSPECT_READ_TOKEN_ENV, Role
+from ..tokens import INSPECT_READ_TOKEN_ENV, INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV, Role
 from .session import session_role
 
 if TYPE_CHECKING:

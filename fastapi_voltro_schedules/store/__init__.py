@@ -6,8 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .base import Store
-from .records import (
+from ..records import (
     ClaimRecord,
     DefinitionRecord,
     PauseRecord,
@@ -16,6 +15,7 @@ from .records import (
     new_run_id,
     new_run_ids,
 )
+from .base import Store
 from .sql import DEFAULT_URL, SQLStore, make_engine
 
 

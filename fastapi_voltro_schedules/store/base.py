@@ -18,8 +18,9 @@ from typing import Any, Protocol, TypeVar
 
 from ..enums import RunStatus, Trigger
 
-# Re-exported: the records were defined here, and the store's callers import them from here.
-from .records import (
+# Re-exported: the store's callers import the records from here (they live below the store,
+# in ..records, so that pure planning reads them without loading the store).
+from ..records import (
     CLOCK_TRIGGERS,
     LIVE_STATUSES,
     TERMINAL_STATUSES,

@@ -17,9 +17,9 @@ from sqlalchemy.sql.dml import Insert, Update
 from ..enums import RunStatus
 from ..errors import StoreUnavailableError
 from ..models import runs_table
+from ..records import RUN_COLUMNS
 from . import statements as q
 from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord
-from .records import RUN_COLUMNS
 from .sql_connections import RETRY_ATTEMPTS, SQLConnections, aware
 
 

@@ -53,8 +53,8 @@ from fastapi_voltro_schedules import RunStatus
 from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.planning import BOOT_GRACE
+from fastapi_voltro_schedules.records import DefinitionRecord, PauseRecord
 from fastapi_voltro_schedules.store import RunRecord, create_store
-from fastapi_voltro_schedules.store.records import DefinitionRecord, PauseRecord
 
 pytestmark = [pytest.mark.slow]
 

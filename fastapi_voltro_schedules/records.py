@@ -1,8 +1,10 @@
 """The records the store speaks in: run and pause rows, the outcomes and conditional writes it
 is handed, run ids, and the status sets its queries filter on.
 
-Plain values, apart from the :class:`~.base.Store` interface: the planner, the coordination
-steps and the API build and read them, and need nothing of how a store is implemented.
+Plain values, apart from the :class:`~.store.base.Store` interface: the planner, the
+coordination steps and the API build and read them, and need nothing of how a store is
+implemented. They live below the store package so that pure planning reads them without
+loading it (and SQLAlchemy with it); ``store`` re-exports them for its callers.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..enums import CoordinationOutcome, RunStatus, Trigger
-from ..values import value
+from .enums import CoordinationOutcome, RunStatus, Trigger
+from .values import value
 
 LIVE_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING)
 TERMINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RunStatus if s.terminal)
