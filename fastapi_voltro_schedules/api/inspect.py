@@ -162,7 +162,10 @@ async def list_runs(
     if cursor is not None:
         before_at, before_id = decode_cursor(cursor)
     elif before is not None:
-        before_at = parse_instant(before, "before")
+        try:
+            before_at = parse_instant(before, "before")
+        except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
+            raise InvalidQueryError(str(error)) from None
     runs = await store_of(scheduling).list_runs(
         name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
     )

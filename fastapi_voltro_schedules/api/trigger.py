@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from ..backfill import INSTANT_RANGE, out_of_range
+from ..backfill import INSTANT_RANGE, from_iso, out_of_range
 from ..clock import iso_z
 from ..coordination import Verdict
 from ..enums import Trigger, TriggerMode
@@ -143,7 +143,7 @@ class Arrival:
 def parse_stated(header: str, value: str) -> datetime:
     """An ISO-8601 instant with an offset (``Z`` included), as sent by either header."""
     try:
-        stated = datetime.fromisoformat(value.strip())
+        stated = from_iso(value)
     except ValueError:
         raise InvalidArrivalTimeError(header, value) from None
     if stated.tzinfo is None or stated.utcoffset() is None:
