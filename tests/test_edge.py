@@ -29,6 +29,8 @@ from fastapi_voltro_schedules import (
     define_schedule,
     schedules_router,
 )
+from fastapi_voltro_schedules.backfill import run_range
+from fastapi_voltro_schedules.errors import BackfillStoppedError, StoreUnavailableError
 from fastapi_voltro_schedules.metrics import SchedulerMetrics
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.testing import ManualClock
@@ -321,3 +323,37 @@ async def test_an_outage_answer_carries_no_driver_text(
             assert any(str(proxy.port) in m or "Error" in m for m in logged), logged
             assert not any(INSPECT_TOKEN in m or TRIGGER_TOKEN in m for m in caplog.messages)
             proxy.restore()
+
+
+DRIVER_TEXT = "ConnectionRefusedError: [Errno 111] Connect call failed ('10.20.30.40', 5432)"
+
+
+class _StoreDownFirer:
+    """A range backfill's firer whose every slot meets a database that went away."""
+
+    def __init__(self, scheduling: Scheduling) -> None:
+        assert scheduling.store is not None
+        self.store, self.clock = scheduling.store, scheduling.clock
+        self.replica_id = scheduling.config.replica_id
+
+    async def run_manual(self, schedule: Any, slot: datetime) -> Any:
+        raise StoreUnavailableError(f"store insert_runs: {DRIVER_TEXT}")
+
+
+async def test_a_range_stopped_by_the_store_answers_without_the_drivers_text(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with served(sqlite_url) as s:
+        schedule = s.scheduling.schedule("digest")
+        plan = await s.scheduling.plan_backfill(
+            "digest", "2026-05-28T00:00:00Z", "2026-05-31T00:00:00Z"
+        )
+        caplog.set_level(logging.WARNING, logger="fastapi_voltro_schedules")
+        with pytest.raises(BackfillStoppedError) as stopped:
+            await run_range(_StoreDownFirer(s.scheduling), schedule, plan, heartbeat_ms=1_000)
+        # The stream's error line carries the stop and the remedy, not the driver's text.
+        text = str(stopped.value)
+        assert "10.20.30.40" not in text and "5432" not in text and "Errno" not in text, text
+        assert stopped.value.reason == "store-unavailable"
+        assert "resume from 2026-05-28T08:59:59.000Z" in str(stopped.value)
+        assert any(DRIVER_TEXT in m for m in caplog.messages), caplog.messages  # logged

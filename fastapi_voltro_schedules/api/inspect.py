@@ -33,7 +33,14 @@ from ..errors import (
 )
 from ..logs import logger
 from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of, store_of
-from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body, status_of
+from .errors import (
+    MAX_BODY_BYTES,
+    VoltroRoute,
+    error_responses,
+    public_detail,
+    read_body,
+    status_of,
+)
 from .inspect_models import (
     BackfillRequest,
     FireAnswer,
@@ -286,9 +293,10 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
             except VoltroError as error:  # refused (another range started), or stopped
                 await emit(_error_event(error))
                 return
-            except Exception as error:  # never a silent break: say so, then log it
+            except Exception:  # never a silent break: say so, then log it
                 logger.exception("schedule: range backfill failed  name=%s", plan.schedule)
-                await emit({"event": "error", "code": "error", "detail": str(error)})
+                detail = "the range backfill failed — its error is in the app's log"
+                await emit({"event": "error", "code": "error", "detail": detail})
                 return
             await emit({"event": "summary", **_summary(summary)})
 
@@ -367,7 +375,8 @@ async def _refuse_if_running(scheduling: Scheduling, plan: RangePlan) -> None:
 
 def _error_event(error: VoltroError) -> dict[str, Any]:
     _, code = status_of(error)
-    event: dict[str, Any] = {"event": "error", "code": code, "detail": str(error)}
+    # No driver text in a stream either: a store failure's detail is the fixed sentence.
+    event: dict[str, Any] = {"event": "error", "code": code, "detail": public_detail(error)}
     if isinstance(error, BackfillRefusedError):
         event["reason"] = error.reason
     elif isinstance(error, BackfillStoppedError):
