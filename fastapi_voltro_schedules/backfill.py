@@ -68,6 +68,16 @@ def out_of_range(instant: datetime) -> bool:
     return not EARLIEST_INSTANT <= instant <= LATEST_INSTANT
 
 
+def from_iso(text: str) -> datetime:
+    """``datetime.fromisoformat`` of a caller's text, strictly: printable ASCII or ``ValueError``.
+    ``fromisoformat`` stops reading at a NUL byte, so ``"…T12:00:00\\x00+00:00"`` parsed as
+    noon UTC, and text it never read was taken for an instant."""
+    text = text.strip()
+    if not (text.isascii() and text.isprintable()):
+        raise ValueError("an ISO-8601 instant is printable ASCII")
+    return datetime.fromisoformat(text)
+
+
 def parse_instant(value: str | datetime, field_name: str) -> datetime:
     """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``), between
     :data:`EARLIEST_INSTANT` and :data:`LATEST_INSTANT`."""
@@ -75,7 +85,7 @@ def parse_instant(value: str | datetime, field_name: str) -> datetime:
         parsed = value
     else:
         try:
-            parsed = datetime.fromisoformat(value.strip())
+            parsed = from_iso(value)
         except ValueError:
             raise BackfillRequestError(
                 f"{field_name}={shown(value)!r} is not an ISO-8601 instant — write e.g. "
@@ -288,9 +298,12 @@ async def _fire_all(
             status = await step.finished()
             assert status is not None  # a range step is admitted RUN, and has run
         except StoreUnavailableError as exc:
+            # The driver's text stays in the log: this message is also an HTTP answer.
+            logger.warning("schedule: range backfill stopped  name=%s: %s", schedule.name, exc)
             raise BackfillStoppedError(
                 f'range backfill of "{schedule.name}" stopped at {iso_z(slot)}: the slot could '
-                f"not be recorded ({exc}) — {summary.fired} of {plan.count} slots ran; resume "
+                "not be recorded (the database did not answer; its error is in the app's log) "
+                f"— {summary.fired} of {plan.count} slots ran; resume "
                 f"from {iso_z(slot - timedelta(seconds=1))} once the database is back",
                 reason="store-unavailable",
                 fired=summary.fired,

@@ -5,11 +5,16 @@ Route functions and dependencies raise the package's own errors
 so the status code of a refusal is decided once for every route of ``schedules_router``.
 
 Every error body is ``{"detail": <message>, "code": <kind>, ...facts}``: ``detail`` is the
-human sentence (what happened and the fix), ``code`` is stable for machines.
+human sentence (what happened and the fix), ``code`` is stable for machines. That holds for
+every refusal of these routes — FastAPI's own (a body it cannot parse) included — and no body
+carries a database driver's text: a store failure is answered with a fixed sentence and logged
+here, where the operator reads it (:func:`public_detail`). What a request may carry is
+:mod:`.edge`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -17,6 +22,7 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from ..errors import (
     AuthenticationError,
@@ -44,6 +50,10 @@ from ..errors import (
     VoltroError,
     shown,
 )
+from ..logs import logger
+from .edge import MAX_BODY_BYTES as MAX_BODY_BYTES  # re-exported: the routes' docs quote it
+from .edge import bounded, check_declared_length
+from .edge import read_body as read_body  # re-exported for the routes that read a body
 
 ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (AuthenticationError, 401, "unauthorized"),
@@ -81,9 +91,37 @@ def status_of(error: VoltroError) -> tuple[int, str]:
     raise AssertionError("VoltroError is the last row")  # pragma: no cover
 
 
+STORE_UNAVAILABLE = (
+    "the scheduler's database did not answer (down, unreachable or overloaded) — retry after "
+    "the Retry-After seconds; GET /_voltro/health says when it answers again, and the app's "
+    "log (logger fastapi_voltro_schedules) holds the database's own error"
+)
+"""What a ``503 store_unavailable`` says, whatever the store said: the driver's text names the
+database's host and port and its internals, which are the operator's to read in the log, not
+every caller's."""
+
+
+class ErrorResponse(JSONResponse):
+    """The one error shape's response. An error body may repeat a caller's text, and JSON text
+    can hold a lone surrogate (``"\\ud800"``) that UTF-8 cannot encode: it is written back as
+    the same JSON escape rather than failing the answer with a 500."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")
+
+
+def public_detail(error: VoltroError) -> str:
+    """``detail`` for ``error``: its message, except a store failure's (logged here instead)."""
+    if isinstance(error, StoreUnavailableError):
+        logger.warning("schedules_router: answered 503 store_unavailable — %s", error)
+        return STORE_UNAVAILABLE
+    return str(error)
+
+
 def error_response(error: VoltroError) -> JSONResponse:
     status, code = status_of(error)
-    body: dict[str, Any] = {"detail": str(error), "code": code}
+    body: dict[str, Any] = {"detail": public_detail(error), "code": code}
     headers: dict[str, str] = {}
     if isinstance(error, TriggerRefusedError):
         body.update(error.details)
@@ -114,43 +152,7 @@ def error_response(error: VoltroError) -> JSONResponse:
         body["limitBytes"] = error.limit
     elif isinstance(error, StoreUnavailableError | SchedulerNotRunningError):
         headers["Retry-After"] = "5"
-    return JSONResponse(body, status_code=status, headers=headers or None)
-
-
-MAX_BODY_BYTES = 16 * 1024
-"""The largest request body any route of ``schedules_router`` reads. The only body is a range
-backfill's ``{"from", "to", "confirm", "limit"}`` (under 200 bytes); anything bigger is refused
-with 413 before it is held in memory — a declared ``Content-Length`` before anything else, a
-chunked body as soon as it passes the cap."""
-
-
-def too_large(size: int | None = None) -> PayloadTooLargeError:
-    said = f" ({size:,} bytes)" if size is not None else ""
-    return PayloadTooLargeError(
-        f"the request body{said} is larger than the {MAX_BODY_BYTES:,} bytes these routes take "
-        '— a range backfill body is {"from", "to", "confirm", "limit"}, nothing more',
-        limit=MAX_BODY_BYTES,
-    )
-
-
-def check_declared_length(request: Request) -> None:
-    """413 for a declared ``Content-Length`` above :data:`MAX_BODY_BYTES`, before anything is
-    read (and before the token is checked: refusing a size reveals nothing)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise too_large(int(declared))
-
-
-async def read_body(request: Request) -> bytes:
-    """The request body, read chunk by chunk and refused (413) as soon as it passes
-    :data:`MAX_BODY_BYTES`, so a chunked upload without a ``Content-Length`` is never held."""
-    check_declared_length(request)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise too_large()
-    return bytes(body)
+    return ErrorResponse(body, status_code=status, headers=headers or None)
 
 
 def validation_response(error: RequestValidationError) -> JSONResponse:
@@ -174,17 +176,40 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
         for problem in problems[:5]
     )
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    return JSONResponse(
+    return ErrorResponse(
         {"detail": f"invalid request — {where}{more}", "code": "invalid_request",
          "errors": problems[:20]},
         status_code=422,
     )  # fmt: skip
 
 
+def http_error_response(error: HTTPException) -> JSONResponse:
+    """FastAPI's own refusals in the package's shape. The one a route can meet is a body FastAPI
+    read but could not parse (nested deeper than Python's recursion limit, or not text); it
+    raises a bare 400 for it, which is ``422 invalid_request`` here, like every other bad
+    body."""
+    if error.status_code == 400 and error.__cause__ is not None:
+        return ErrorResponse(
+            {
+                "detail": "invalid request — the body could not be parsed (not JSON, not UTF-8, "
+                "or nested too deep) — send a JSON object as the route's schema describes",
+                "code": "invalid_request",
+            },
+            status_code=422,
+        )
+    code = "invalid_request" if error.status_code < 500 else "error"
+    return ErrorResponse(
+        {"detail": shown(str(error.detail), 200), "code": code},
+        status_code=error.status_code,
+        headers=error.headers,
+    )
+
+
 class VoltroRoute(APIRoute):
-    """An ``APIRoute`` whose domain errors — from the endpoint or a dependency — become
-    :func:`error_response` answers, and whose parameter validation errors become bounded
-    :func:`validation_response` answers."""
+    """An ``APIRoute`` whose requests pass :mod:`.edge` first (the body cap, before the token
+    is checked), whose domain errors — from the endpoint or a dependency — become
+    :func:`error_response` answers, and whose parameter validation errors and FastAPI
+    refusals become bounded answers in the same shape."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -192,11 +217,17 @@ class VoltroRoute(APIRoute):
         async def route_handler(request: Request) -> Response:
             try:
                 check_declared_length(request)
-                return await handler(request)
+                return await handler(bounded(request))
             except VoltroError as error:
                 return error_response(error)
             except RequestValidationError as error:
                 return validation_response(error)
+            except HTTPException as error:
+                # FastAPI turns whatever its body parsing raised into a 400 — the 413 of
+                # edge.bounded included: the cause is the answer then.
+                if isinstance(error.__cause__, VoltroError):
+                    return error_response(error.__cause__)
+                return http_error_response(error)
 
         return route_handler
 

@@ -32,7 +32,14 @@ from ..errors import (
 )
 from ..logs import logger
 from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of, store_of
-from .errors import MAX_BODY_BYTES, VoltroRoute, error_responses, read_body, status_of
+from .errors import (
+    MAX_BODY_BYTES,
+    VoltroRoute,
+    error_responses,
+    public_detail,
+    read_body,
+    status_of,
+)
 from .inspect_models import (
     BackfillRequest,
     FireAnswer,
@@ -161,7 +168,10 @@ async def list_runs(
     if cursor is not None:
         before_at, before_id = decode_cursor(cursor)
     elif before is not None:
-        before_at = parse_instant(before, "before")
+        try:
+            before_at = parse_instant(before, "before")
+        except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
+            raise InvalidQueryError(str(error)) from None
     runs = await store_of(scheduling).list_runs(
         name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
     )
@@ -273,9 +283,10 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
             except VoltroError as error:  # refused (another range started), or stopped
                 await emit(_error_event(error))
                 return
-            except Exception as error:  # never a silent break: say so, then log it
+            except Exception:  # never a silent break: say so, then log it
                 logger.exception("schedule: range backfill failed  name=%s", plan.schedule)
-                await emit({"event": "error", "code": "error", "detail": str(error)})
+                detail = "the range backfill failed — its error is in the app's log"
+                await emit({"event": "error", "code": "error", "detail": detail})
                 return
             await emit({"event": "summary", **_summary(summary)})
 
@@ -333,7 +344,8 @@ async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer
 
 def _error_event(error: VoltroError) -> dict[str, Any]:
     _, code = status_of(error)
-    event: dict[str, Any] = {"event": "error", "code": code, "detail": str(error)}
+    # No driver text in a stream either: a store failure's detail is the fixed sentence.
+    event: dict[str, Any] = {"event": "error", "code": code, "detail": public_detail(error)}
     if isinstance(error, BackfillRefusedError):
         event["reason"] = error.reason
     elif isinstance(error, BackfillStoppedError):

@@ -11,19 +11,21 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from ..backfill import HARD_CEILING
+from ..backfill import HARD_CEILING, from_iso, out_of_range
 from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, shown
 from ..pauses import MAX_REASON_LENGTH
 from ..store import DefinitionRecord, PauseRecord, RunRecord
-from .trigger import RunView
+from .edge import StorableText
+from .trigger import RUN_ID_RE, RunView
 
 
 class InspectRunView(RunView):
@@ -83,7 +85,7 @@ class PauseRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(
+    reason: StorableText | None = Field(
         default=None,
         max_length=MAX_REASON_LENGTH,
         description="Why, for the listing and the dashboard (e.g. a ticket).",
@@ -211,14 +213,33 @@ def encode_cursor(run: RunRecord) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+MAX_CURSOR_CHARS = 256
+"""A cursor this API hands out is under 110 characters (an instant and a run id, base64)."""
+_CURSOR_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The ``(scheduled_at, id)`` of a cursor :func:`encode_cursor` made, or
+    :class:`InvalidQueryError` (422). Checked as strictly as it was made: URL-safe base64 of a
+    JSON pair of an ISO-8601 instant inside the instants the API takes and a run id of the
+    shape the package mints — so nothing else reaches the store's keyset query (an instant of
+    year 1 overflowed the query's conversion, a NUL in the id made Postgres fail)."""
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        instant = datetime.fromisoformat(at)
-        if instant.tzinfo is None or not isinstance(run_id, str):
+        if len(cursor) > MAX_CURSOR_CHARS or _CURSOR_RE.fullmatch(cursor) is None:
             raise ValueError
-    except (ValueError, TypeError, binascii.Error):
+        padded = cursor + "=" * (-len(cursor) % 4)
+        pair = json.loads(base64.urlsafe_b64decode(padded.encode()).decode("utf-8"))
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError
+        at, run_id = pair
+        if not isinstance(at, str) or not isinstance(run_id, str):
+            raise ValueError
+        instant = from_iso(at)
+        if instant.tzinfo is None or instant.utcoffset() is None or out_of_range(instant):
+            raise ValueError
+        if RUN_ID_RE.fullmatch(run_id) is None:
+            raise ValueError
+    except (ValueError, TypeError, RecursionError, binascii.Error):
         raise InvalidQueryError(
             "cursor is not a cursor this API handed out — pass the nextCursor of the previous "
             "page unchanged, or omit it for the newest page"

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..arrivals import Arrival, ArrivalStatus, arrivals_of, arrive
-from ..backfill import INSTANT_RANGE, out_of_range
+from ..backfill import INSTANT_RANGE, from_iso, out_of_range
 from ..clock import iso_z
 from ..errors import (
     FutureArrivalError,
@@ -115,7 +115,7 @@ class RunView(_Camel):
 def parse_stated(header: str, value: str) -> datetime:
     """An ISO-8601 instant with an offset (``Z`` included), as sent by either header."""
     try:
-        stated = datetime.fromisoformat(value.strip())
+        stated = from_iso(value)
     except ValueError:
         raise InvalidArrivalTimeError(header, value) from None
     if stated.tzinfo is None or stated.utcoffset() is None:
