@@ -172,6 +172,20 @@ def reset_postgres(url: str) -> None:
             if url not in _migrated:
                 await upgrade_to_head(engine)
                 _migrated.add(url)
+            if engine.dialect.name == "postgresql":
+                # A worker that exited hard (os._exit) may leave its last statement running on
+                # the server until it notices the socket is gone: a DELETE beside it deadlocks.
+                for _ in range(300):
+                    async with engine.connect() as conn:
+                        others = await conn.scalar(
+                            text(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                "current_database() AND pid <> pg_backend_pid()"
+                            )
+                        )
+                    if not others:
+                        break
+                    await asyncio.sleep(0.1)
             async with engine.begin() as conn:
                 for table in ours:
                     await conn.execute(text(f"DELETE FROM {table}"))
