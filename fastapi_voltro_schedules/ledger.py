@@ -7,7 +7,7 @@ still a compare-and-set per row).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -137,15 +137,42 @@ async def record_missed_slots(
     """Write ``missed`` rows for ``slots`` — with ``claim``, only for the slots this call wins,
     so every replica that reads a gap records it once between them. Returns the slots
     recorded; raises ``StoreUnavailableError``."""
-    if claim:
-        keys = {claim_key(schedule.name, slot): slot for slot in slots}
-        won = await store.claim_many(list(keys), replica_id, now)
-        slots = [slot for key, slot in keys.items() if key in won]
-    missed = RunStatus.MISSED
-    await store.insert_runs(
-        [new_row(schedule.name, s, missed, trigger, outcome, now, replica_id) for s in slots]
+    recorded = await record_missed_many(
+        store, {schedule.name: slots}, trigger, outcome, replica_id=replica_id, now=now, claim=claim
     )
-    return slots
+    return recorded.get(schedule.name, [])
+
+
+async def record_missed_many(
+    store: Store,
+    missed: Mapping[str, list[datetime]],
+    trigger: Trigger,
+    outcome: CoordinationOutcome,
+    *,
+    replica_id: str,
+    now: datetime,
+    claim: bool,
+) -> dict[str, list[datetime]]:
+    """:func:`record_missed_slots` for many schedules at once (name → slots): one claim
+    statement per 1,000 keys and one insert for all of them, as a herd's rows are written — a
+    boot catching up 10,000 schedules wrote 10,000 transactions one after another, and the
+    live herds queued behind them. Returns each schedule's slots recorded."""
+    if claim:
+        keys = {
+            claim_key(name, slot): (name, slot) for name, slots in missed.items() for slot in slots
+        }
+        won = await store.claim_many(list(keys), replica_id, now)
+        pairs = [keys[key] for key in keys if key in won]
+    else:
+        pairs = [(name, slot) for name, slots in missed.items() for slot in slots]
+    status = RunStatus.MISSED
+    await store.insert_runs(
+        [new_row(name, s, status, trigger, outcome, now, replica_id) for name, s in pairs]
+    )
+    recorded: dict[str, list[datetime]] = {}
+    for name, slot in pairs:
+        recorded.setdefault(name, []).append(slot)
+    return recorded
 
 
 async def mark_abandoned(
