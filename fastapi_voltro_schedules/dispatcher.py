@@ -10,7 +10,8 @@ callers build a request and hand it over (the timer, catch-up, the cluster membe
 takeovers through the engine, the arrivals, Run now, the range backfill).
 
 :meth:`Dispatcher.record_missed` is the one other way in, and it fires nothing: slots a
-catch-up writes off are recorded ``missed``.
+catch-up (or the timer, for a schedule that fell behind) writes off are recorded ``missed``,
+many schedules in one write.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ class Dispatcher:
         firing's row exists (``running``, ``queued`` or ``skipped``; the run, or its wait in
         line, goes on in the background — ``await firing.finished()`` for its outcome), except
         a :attr:`Why.RANGE` step, which returns once it has run. A :class:`Due` (the timer's
-        instant) returns once the herd's outcomes are written; schedules that fell behind run
-        on in the background.
+        instant) returns once its written-off slots and the herd's outcomes are written; a
+        line (``queue``, or owed ``all`` slots) runs on in the background.
 
         Raises :class:`SchedulerShuttingDownError` for a request from outside (an arrival, Run
         now, a range step) once shutdown began or when no background runs are possible, and
