@@ -280,10 +280,10 @@ class Dispatcher:
         measured and lost: on SQLite the driver thread's per-row GIL handoffs stall while the
         loop starts tasks, and on Postgres the extra round trips cost more than they overlap.
         """
-        starting, runs = await self.admitter.admit_batch(schedules, slots)
+        admitted = await self.admitter.admit_many(schedules, slots)
         del schedules, slots  # the herd as the timer handed it is no longer needed
         await self.runner.execute_many(
-            starting, runs, self._handler_done, self._recorded, self.quiet
+            admitted.starting, admitted.runs, self._handler_done, self._recorded, self.quiet
         )
         if self.settled is not None:
             self.settled()

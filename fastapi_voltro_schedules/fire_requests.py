@@ -79,7 +79,7 @@ class Due:
     """The timer's requests at one instant (:attr:`Why.TIMER`), column-wise: ``schedules[i]``
     owes ``slots[i]`` (one slot, or several when it fell behind). Two aligned lists instead of
     a request per firing: a herd of 10,000 then allocates nothing per firing for the collector
-    to promote (see :meth:`.coordination.Admitter.admit_batch`)."""
+    to promote (see :meth:`.coordination.Admitter.admit_many`)."""
 
     schedules: list[Schedule] = field(default_factory=list)
     slots: list[list[datetime]] = field(default_factory=list)

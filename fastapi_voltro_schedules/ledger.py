@@ -38,8 +38,12 @@ class Ledger:
         """Terminal writes also notify other replicas' listeners (``change_strategy="cdc"``,
         set by the engine), inside their own transaction."""
         self._claims: GroupCommit[str, bool] = GroupCommit(self._claim_many)
-        self._inserts: GroupCommit[RunRecord, None] = GroupCommit(self._insert_many)
-        self._claimed_inserts: GroupCommit[RunRecord, bool] = GroupCommit(self._claim_and_insert)
+        # One item is a firing's rows — one row, or a whole herd's: a herd is a batch like
+        # any other, and firings admitted concurrently still share a round trip.
+        self._inserts: GroupCommit[Sequence[RunRecord], None] = GroupCommit(self._insert_many)
+        self._claimed_inserts: GroupCommit[Sequence[RunRecord], set[str]] = GroupCommit(
+            self._claim_and_insert
+        )
         # A whole herd's outcomes are one item: one future per flush of the caller, not per row.
         self._finishes: GroupCommit[Sequence[RunOutcome], None] = GroupCommit(self._finish_many)
         self.holes = Holes(store, clock, replica_id)
@@ -54,17 +58,24 @@ class Ledger:
             await self.holes.settle(key)
         return await self._claims.submit(key)
 
-    async def insert(self, run: RunRecord) -> None:
-        await self._inserts.submit(run)
+    async def insert(self, runs: Sequence[RunRecord]) -> None:
+        """Write ``runs`` (one firing's row, or a herd's)."""
+        if runs:
+            await self._inserts.submit(runs)
 
-    async def claim_and_insert(self, run: RunRecord) -> bool:
-        """Claim ``run``'s slot and write ``run`` in one transaction; whether this replica won
-        the slot (and the row is written). Raises ``StoreUnavailableError``: fail closed. A
-        hole left at the key is repaired first, as :meth:`claim` does."""
-        key = claim_key(run.name, run.scheduled_at)
-        if self.holes.pending(key):
-            await self.holes.settle(key)
-        return await self._claimed_inserts.submit(run)
+    async def claim_and_insert(self, runs: Sequence[RunRecord]) -> set[str]:
+        """Claim each run's slot and write its row in one transaction; the ids of the runs
+        whose slot this replica won (and whose row is written). Raises
+        ``StoreUnavailableError``: fail closed. A hole left at a key is repaired first, as
+        :meth:`claim` does."""
+        if not runs:
+            return set()
+        if len(self.holes):  # nothing to look up on the hot path when no write has failed
+            for run in runs:
+                key = claim_key(run.name, run.scheduled_at)
+                if self.holes.pending(key):
+                    await self.holes.settle(key)
+        return await self._claimed_inserts.submit(runs)
 
     async def finish_many(self, outcomes: Sequence[RunOutcome]) -> None:
         await self._finishes.submit(outcomes)
@@ -79,15 +90,18 @@ class Ledger:
             won.discard(key)
         return answers
 
-    async def _claim_and_insert(self, runs: list[RunRecord]) -> Sequence[bool]:
-        # Two runs of one slot in a batch (two arrivals of one external slot): the store keeps
-        # the first, the second is a duplicate like any other loser.
+    async def _claim_and_insert(self, batches: list[Sequence[RunRecord]]) -> Sequence[set[str]]:
+        # Two runs of one slot in a flush (two arrivals of one external slot): the store keeps
+        # the first, the second is a duplicate like any other loser. Every caller gets the
+        # flush's answer and looks up its own runs in it.
+        runs = batches[0] if len(batches) == 1 else [r for batch in batches for r in batch]
         inserted = await self.store.claim_and_insert(runs, self.replica_id, self._now())
-        return [run.id in inserted for run in runs]
+        return [inserted] * len(batches)
 
-    async def _insert_many(self, runs: list[RunRecord]) -> Sequence[None]:
+    async def _insert_many(self, batches: list[Sequence[RunRecord]]) -> Sequence[None]:
+        runs = batches[0] if len(batches) == 1 else [r for batch in batches for r in batch]
         await self.store.insert_runs(runs)
-        return [None] * len(runs)
+        return [None] * len(batches)
 
     async def _finish_many(self, batches: list[Sequence[RunOutcome]]) -> Sequence[None]:
         outcomes = [o for batch in batches for o in batch]

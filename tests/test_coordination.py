@@ -510,9 +510,19 @@ def test_a_replica_cut_from_the_database_fires_nothing_and_recovers_by_itself(
 def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
     postgres_url: str, tmp_path: Path
 ) -> None:
+    """A run live on one replica makes the other skip its schedule's next slot, and says the
+    holder is elsewhere (``scope=cluster``).
+
+    Left alone this is a race the holder nearly always wins: its own run holds the schedule,
+    so it claims the next slot without reading the ledger, while the other replica reads
+    first. The test used to wait for the other replica to win one anyway (it timed out in
+    about one run in four). Instead the holder is frozen (SIGSTOP) while its run is young:
+    the other replica then fires the next slot alone, reads the frozen run live (silent for
+    less than 3 beats) and skips. The holder is thawed as soon as the skip is logged, within
+    its 3-beat window, so its run goes on and ends as its own."""
     url = postgres_url
     markers = _prepare(url, tmp_path)
-    heartbeat_ms = 500
+    heartbeat_ms = 1000
     envs = [
         _env(
             url,
@@ -527,6 +537,19 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
     ]
     with uvicorn_cluster(tmp_path, envs) as replicas:
 
+        def young_run() -> RunRecord | None:
+            # Its next slot is still ahead, well inside the holder's 3-beat window.
+            return next(
+                (
+                    r
+                    for r in fetch_runs(url, "slow")
+                    if r.status == RunStatus.RUNNING
+                    and r.fired_at is not None
+                    and utcnow() - r.fired_at < timedelta(seconds=0.5)
+                ),
+                None,
+            )
+
         def cluster_skip() -> tuple[Replica, re.Match[str]] | None:
             for replica in replicas:
                 for match in SKIP_LINE.finditer(replica.log()):
@@ -534,7 +557,14 @@ def test_a_run_on_one_replica_makes_another_skip_with_scope_cluster(
                         return replica, match
             return None
 
-        skipper, line = wait_for(cluster_skip, what="a skip with scope=cluster")
+        young = wait_for(young_run, what="a slow run just started")
+        frozen = next(r for r in replicas if r.replica_id == young.replica_id)
+        frozen.freeze()
+        try:
+            skipper, line = wait_for(cluster_skip, what="a skip with scope=cluster")
+        finally:
+            frozen.thaw()
+        assert skipper is not frozen and line["held_by"] == frozen.replica_id, line[0]
 
         def at_rest() -> tuple[list[RunRecord], int, list[Marker]] | None:
             # Logs, then rows, then markers: a moment with no skip logged but not yet written

@@ -1,10 +1,11 @@
 """Admission: the one place a firing is decided — gate, overlap rule, the row that says so.
 
-:meth:`Admitter.admit` (one firing) and :meth:`Admitter.admit_batch` (the herd) are the only
-two ways in; every path that fires — the timer, boot catch-up, an external arrival, Run now,
-``record-and-run``, a range backfill — reaches one of them through the dispatcher. Nothing is
-written before the first line of either, so a rule that must hold before anything is recorded
-(a paused schedule, say) belongs at their top.
+:meth:`Admitter.admit` is the way in for every path that fires — the timer, boot catch-up,
+an external arrival, Run now, ``record-and-run``, a range backfill — through the dispatcher's
+one door. A firing that does not wait in line is decided by :meth:`Admitter.admit_many`, the
+timer's herd and a single arrival alike (a herd of one): one set of rules, batched inside, not
+a second path beside the first. Nothing is written before the first line of either, so a rule
+that must hold before anything is recorded (a paused schedule, say) belongs at their top.
 
 Admission decides and records; it never starts a handler (the dispatcher does).
 """
@@ -97,7 +98,7 @@ class Admitter:
         """Whether ``schedule`` queues in the durable line (else in the in-process chain)."""
         return self.line is not None and (self.shared is None or self.shared(schedule))
 
-    # -- one firing -----------------------------------------------------------------------
+    # -- the door's one admission -----------------------------------------------------------
 
     async def admit(
         self,
@@ -114,6 +115,9 @@ class Admitter:
         no gate, no overlap rule. ``run_id`` (manual firings) lets a retried insert keep its
         id, so a write that landed unanswered is found instead of written twice.
 
+        A firing that does not wait in line is a herd of one: it goes through
+        :meth:`admit_many`, the same rules and the same writes as the timer's instant.
+
         ``fallback``: an external schedule's in-app fallback (``trigger="self"``) — elected
         as an arrival is, by the slot's claim whatever the coordination, so of the fallback
         and a (late) arrival exactly one fires the slot.
@@ -123,73 +127,40 @@ class Admitter:
         owed slot because the one before still runs (two replicas catching up together split
         the slots), and its ``queued`` row is the durable record that it is still owed (a
         crash resumes it, see :meth:`resume`)."""
-        outcome = CoordinationOutcome.NONE
-        if trigger is not Trigger.MANUAL:
-            await self.pauses.current()
-            if self.pauses.holds(schedule.name, slot):
-                return Admission(Verdict.PAUSED)
-            claim_as = Trigger.EXTERNAL if fallback else trigger
-            queues = owed or schedule.on_overlap is OverlapPolicy.QUEUE
-            if self.gate.claims(claim_as):
-                # The claims-row race: the claim commits with the row that records the slot.
-                if not queues:
-                    return await self._claim_with_row(schedule, slot, trigger, claim_as)
-                if self._lined(schedule):
-                    return await self._queue(schedule, slot, trigger, _claimed(claim_as), True)
-            try:
-                elected = await self.gate.elect(schedule, slot, claim_as)
-            except StoreUnavailableError as exc:
-                # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
-                return self._fail_closed("claim failed", schedule, slot, trigger, None, exc)
-            if elected is None:
-                return Admission(Verdict.LOST)
-            outcome = elected
-            if queues:
-                return await self._queue(schedule, slot, trigger, outcome, owed=owed)
-            if schedule.on_overlap is OverlapPolicy.SKIP:
-                return await self._skip_or_run(schedule, slot, trigger, outcome)
-        return await self._run(
-            schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
-        )
+        if trigger is Trigger.MANUAL:
+            outcome = CoordinationOutcome.NONE
+            return await self._run(
+                schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
+            )
+        await self.pauses.current()
+        if self.pauses.holds(schedule.name, slot):
+            return Admission(Verdict.PAUSED)
+        claim_as = Trigger.EXTERNAL if fallback else trigger
+        if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
+            return await self._join_line(schedule, slot, trigger, claim_as, owed)
+        return (await self.admit_many([schedule], [slot], trigger, claim_as)).one()
 
-    async def _claim_with_row(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, claim_as: Trigger
+    async def _join_line(
+        self, schedule: Schedule, slot: datetime, trigger: Trigger, claim_as: Trigger, owed: bool
     ) -> Admission:
-        """The claims-row race, decided and recorded in one transaction: the overlap rule is
-        read first (a ``skip`` looks for a live run before claiming), then the slot's claim
-        and the row saying what became of it land together (``Store.claim_and_insert``)."""
-        outcome = _claimed(claim_as)
-        holder: RunRecord | None = None
-        seen: Sequence[RunRecord] = ()
-        now = self.clock.now()
-        if schedule.on_overlap is OverlapPolicy.SKIP:
-            try:
-                holder, seen = await self.skip.judge(schedule, now)
-            except StoreUnavailableError as exc:
-                # Fail closed, nothing claimed: the hole repair records the slot once the
-                # store is back (or another replica fires it meanwhile).
-                return self._fail_closed("overlap check failed", schedule, slot, trigger, None, exc)
-        status = RunStatus.RUNNING if holder is None else RunStatus.SKIPPED
-        # fired now, after the overlap read: a corpse it marked abandoned ended before this
-        row = self.row(schedule, slot, status, trigger, outcome)
+        """A firing that waits its turn (``queue``, or an owed slot): elected, then in line."""
+        if self.gate.claims(claim_as) and self._lined(schedule):
+            # The claims-row race: the claim commits with the first look at the line.
+            return await self._queue(schedule, slot, trigger, _claimed(claim_as), True)
         try:
-            won = await self.ledger.claim_and_insert(row)
+            elected = await self.gate.elect(schedule, slot, claim_as)
         except StoreUnavailableError as exc:
+            # Fail closed: a missing run is recoverable by backfill, a double-fire often isn't.
             return self._fail_closed("claim failed", schedule, slot, trigger, None, exc)
-        if not won:
+        if elected is None:
             return Admission(Verdict.LOST)
-        await self.skip.bury(schedule, seen, now)  # the winner marks what it judged dead
-        if holder is not None:
-            self.skip.log_skip(schedule, holder, now)
-            return Admission(Verdict.SKIPPED, row)
-        self.inflight.add(row)
-        return Admission(Verdict.RUN, row)
+        return await self._queue(schedule, slot, trigger, elected, owed=owed)
 
     async def _write(self, run: RunRecord) -> bool:
         """Insert one firing's row; ``False``: the lease fence refused it (not ours now)."""
         if self.fence is not None and run.coordination_outcome is CoordinationOutcome.CLUSTER:
             return bool(await self.fence.insert([run]))
-        await self.ledger.insert(run)
+        await self.ledger.insert([run])
         return True
 
     async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
@@ -220,13 +191,7 @@ class Admitter:
         """Fail closed: nothing fires for ``slot`` — a missing run is recoverable by backfill,
         a double-fire often isn't. Says what ``failed`` and leaves the slot to the hole
         repair (``outcome`` ``None``: nothing was claimed, or it is unknown whether it was)."""
-        logger.warning(
-            "schedule: %s — not firing (fail-closed)  name=%s slot=%s: %s",
-            failed,
-            schedule.name,
-            iso_z(slot),
-            exc,
-        )
+        _log_fail_closed(failed, 1, schedule.name, slot, exc)
         self._hole(schedule, slot, trigger, outcome)
         return Admission(Verdict.UNAVAILABLE)
 
@@ -241,30 +206,6 @@ class Admitter:
         holes repair it once the store is back (``None``: the claim itself failed)."""
         claimed = None if outcome is None else outcome is not CoordinationOutcome.SINGLE
         self.ledger.holes.add(schedule, slot, trigger, claimed)
-
-    async def _skip_or_run(
-        self, schedule: Schedule, slot: datetime, trigger: Trigger, outcome: CoordinationOutcome
-    ) -> Admission:
-        now = self.clock.now()
-        try:
-            holder = await self.skip.holder(schedule, now)
-        except StoreUnavailableError as exc:
-            # Fail closed: without seeing the cluster, running could be the double run the
-            # rule exists to prevent. The claim stays taken; nothing is recorded.
-            return self._fail_closed("overlap check failed", schedule, slot, trigger, outcome, exc)
-        if holder is None:
-            return await self._run(
-                schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome)
-            )
-        self.skip.log_skip(schedule, holder, now)
-        skipped = self.row(schedule, slot, RunStatus.SKIPPED, trigger, outcome)
-        try:
-            if not await self._write(skipped):
-                return Admission(Verdict.LOST)
-        except StoreUnavailableError as exc:
-            logger.warning("schedule: could not record skipped  name=%s: %s", schedule.name, exc)
-            self._hole(schedule, slot, trigger, outcome)
-        return Admission(Verdict.SKIPPED, skipped)
 
     async def _queue(
         self,
@@ -343,7 +284,7 @@ class Admitter:
         queued = self.row(schedule, slot, RunStatus.QUEUED, trigger, outcome, run_id)
         if owed:
             try:
-                await self.ledger.insert(queued)
+                await self.ledger.insert([queued])
             except StoreUnavailableError as exc:
                 failed = "could not join the queue"
                 return self._fail_closed(failed, schedule, slot, trigger, outcome, exc)
@@ -435,38 +376,47 @@ class Admitter:
             return Admission(Verdict.QUEUED, row, self._chain_written(schedule, row))
         return Admission(Verdict.QUEUED, row, self.line.turn(schedule, row, self.pauses))
 
-    # -- the herd -------------------------------------------------------------------------
+    # -- many firings at once: the herd, or a herd of one ---------------------------------
 
-    async def admit_batch(
-        self, schedules: Sequence[Schedule], slots: Sequence[datetime]
-    ) -> tuple[list[Schedule], list[RunRecord]]:
-        """Claim, apply the overlap rule to and record the herd — ``schedules[i]`` at
-        ``slots[i]`` (``trigger="self"``, no ``queue`` schedules — those go one by one through
-        :meth:`admit`): one claim statement per 1,000 keys, one overlap read, one insert.
-        Returns the runs to start and their schedules, aligned (their ``running`` rows are
-        written and they count as in flight).
+    async def admit_many(
+        self,
+        schedules: Sequence[Schedule],
+        slots: Sequence[datetime],
+        trigger: Trigger = Trigger.SELF,
+        claim_as: Trigger | None = None,
+    ) -> Admitted:
+        """Claim, apply the overlap rule to and record firings that do not wait in line —
+        ``schedules[i]`` at ``slots[i]``, all with ``trigger`` and elected as ``claim_as``
+        (default: ``trigger``): one claim statement per 1,000 keys, one overlap read, one
+        insert. The timer's instant admits its herd here, and :meth:`admit` every other such
+        firing as a herd of one. The runs to start are written and count as in flight.
 
-        The herd travels as two aligned lists, not a list of pairs: a pair per firing, alive
-        for the whole herd, was one more object per firing for the collector to promote."""
+        The herd travels as aligned lists, not a list of pairs: a pair per firing, alive for
+        the whole herd, was one more object per firing for the collector to promote."""
+        claim_as = trigger if claim_as is None else claim_as
         holds = self.pauses.holds
         if any(holds(s.name, slot) for s, slot in zip(schedules, slots, strict=True)):
             kept = [i for i, s in enumerate(schedules) if not holds(s.name, slots[i])]
             schedules, slots = [schedules[i] for i in kept], [slots[i] for i in kept]
+        admitted = Admitted()
         if not schedules:
-            return [], []
-        # advisoryLock: the claims are taken with the rows, in one transaction (below).
-        atomic = self.gate.claims(Trigger.SELF)
+            return admitted
+        # The claims-row race (advisoryLock, every external arrival): the claims are taken
+        # with the rows, in one transaction (below) — a process killed between the two would
+        # leave a claimed slot without a row.
+        atomic = self.gate.claims(claim_as)
         try:
             outcomes: Sequence[CoordinationOutcome | None] = (
-                [CoordinationOutcome.WON_LOCK] * len(schedules)
+                [_claimed(claim_as)] * len(schedules)
                 if atomic
                 else await self.gate.elect_many(schedules, slots)
             )
         except StoreUnavailableError as exc:
-            _log_herd_fail_closed("claim failed", len(schedules), schedules[0].name, slots[0], exc)
+            admitted.failed = True
+            _log_fail_closed("claim failed", len(schedules), schedules[0].name, slots[0], exc)
             for schedule, slot in zip(schedules, slots, strict=True):
-                self.ledger.holes.add(schedule, slot, Trigger.SELF, None)
-            return [], []
+                self.ledger.holes.add(schedule, slot, trigger, None)
+            return admitted
         # Indices into the herd, not (schedule, slot, outcome) triples: a triple per firing,
         # alive across the awaits below, was one more object for the collector to promote.
         won = [i for i, outcome in enumerate(outcomes) if outcome is not None]
@@ -485,19 +435,23 @@ class Admitter:
             except StoreUnavailableError as exc:
                 # Fail closed for the skip schedules only: they cannot see the cluster.
                 first = next(i for i in won if schedules[i].name == ask[0])
-                _log_herd_fail_closed("overlap check failed", len(ask), ask[0], slots[first], exc)
+                _log_fail_closed("overlap check failed", len(ask), ask[0], slots[first], exc)
+                admitted.failed = True
                 blind = set(ask)
+            # fired now, after the overlap read: a corpse it marks abandoned ended before this
+            fired = self.clock.now()
+        else:
+            fired = now
         rows: list[RunRecord] = []
         holders: dict[str, tuple[Schedule, RunRecord]] = {}
         judged: dict[str, tuple[Schedule, list[RunRecord]]] = {}
-        starting: list[Schedule] = []
-        runs: list[RunRecord] = []
+        starting, runs, skipped = admitted.starting, admitted.runs, admitted.skipped
         for i, run_id in zip(won, new_run_ids(len(won)), strict=True):
             schedule, slot = schedules[i], slots[i]
             outcome = outcomes[i]
             assert outcome is not None
             if schedule.name in blind:
-                self._hole(schedule, slot, Trigger.SELF, None if atomic else outcome)
+                self._hole(schedule, slot, trigger, None if atomic else outcome)
                 continue
             if schedule.on_overlap is OverlapPolicy.SKIP:
                 seen = elsewhere.get(schedule.name)
@@ -511,31 +465,30 @@ class Admitter:
                 if seen and atomic:
                     judged[run_id] = (schedule, seen)  # buried once the slot is won
                 if holder is not None:
-                    skipped = RunStatus.SKIPPED
-                    rows.append(
-                        self.row(schedule, slot, skipped, Trigger.SELF, outcome, run_id, now)
+                    row = self.row(
+                        schedule, slot, RunStatus.SKIPPED, trigger, outcome, run_id, fired
                     )
+                    rows.append(row)
+                    skipped.append(row)
                     if atomic:
                         holders[run_id] = (schedule, holder)  # logged once the slot is won
                     else:
                         self.skip.log_skip(schedule, holder, now)
                     continue
-            running = RunStatus.RUNNING
-            run = self.row(schedule, slot, running, Trigger.SELF, outcome, run_id, now)
+            run = self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id, fired)
             rows.append(run)
             starting.append(schedule)
             runs.append(run)
+        if not rows:
+            return admitted
         try:
-            if self.fence is not None:
+            if self.fence is not None and not atomic:
                 # cluster: only the rows of schedules still ours are written, and only those run
-                written = {r.id for r in await self.fence.insert(rows)}
-                kept = [i for i, run in enumerate(runs) if run.id in written]
-                starting, runs = [starting[i] for i in kept], [runs[i] for i in kept]
+                admitted.keep({r.id for r in await self.fence.insert(rows)})
             elif atomic:
                 # only the slots this replica won have rows now, and only those run
-                written = await self.store.claim_and_insert(rows, self.replica_id, now)
-                kept = [i for i, run in enumerate(runs) if run.id in written]
-                starting, runs = [starting[i] for i in kept], [runs[i] for i in kept]
+                written = await self.ledger.claim_and_insert(rows)
+                admitted.keep(written)
                 for run_id, (schedule, holder) in holders.items():
                     if run_id in written:
                         self.skip.log_skip(schedule, holder, now)
@@ -543,32 +496,79 @@ class Admitter:
                     if run_id in written:
                         await self.skip.bury(schedule, seen, now)
             else:
-                await self.store.insert_runs(rows)
+                await self.ledger.insert(rows)
         except StoreUnavailableError as exc:
-            if atomic and rows:
+            admitted.clear()
+            admitted.failed = True
+            if atomic:
                 # the claims went with the rows: to the operator, the claim failed
-                _log_herd_fail_closed(
-                    "claim failed", len(rows), rows[0].name, rows[0].scheduled_at, exc
-                )
+                _log_fail_closed("claim failed", len(rows), rows[0].name, rows[0].scheduled_at, exc)
             else:
-                logger.warning(
-                    "schedule: could not record %d firings — not running them: %s", len(rows), exc
+                _log_fail_closed(
+                    "could not record the firing",
+                    len(rows),
+                    rows[0].name,
+                    rows[0].scheduled_at,
+                    exc,
                 )
             for i in won:
                 schedule, slot = schedules[i], slots[i]
                 if schedule.name not in blind:
                     # unknown whether the claims landed when they were written with the rows
-                    self._hole(schedule, slot, Trigger.SELF, None if atomic else outcomes[i])
-            return [], []
-        for run in runs:
+                    self._hole(schedule, slot, trigger, None if atomic else outcomes[i])
+            return admitted
+        for run in admitted.runs:  # the ones written (keep above), not every one built
             self.inflight.add(run)
-        return starting, runs
+        return admitted
 
 
-def _log_herd_fail_closed(
+class Admitted:
+    """What :meth:`Admitter.admit_many` admitted: the runs to start with their schedules,
+    aligned (their ``running`` rows are written), and the ``skipped`` rows written."""
+
+    __slots__ = ("failed", "runs", "skipped", "starting")
+
+    def __init__(self) -> None:
+        self.starting: list[Schedule] = []
+        self.runs: list[RunRecord] = []
+        self.skipped: list[RunRecord] = []
+        self.failed = False
+        """The store failed somewhere (fail closed): the slots not admitted are holes."""
+
+    def keep(self, written: set[str]) -> None:
+        """Only the rows in ``written`` were written (the rest lost their slot or lease)."""
+        if len(written) < len(self.runs) + len(self.skipped):
+            kept = [i for i, run in enumerate(self.runs) if run.id in written]
+            self.starting = [self.starting[i] for i in kept]
+            self.runs = [self.runs[i] for i in kept]
+            self.skipped = [row for row in self.skipped if row.id in written]
+
+    def clear(self) -> None:
+        self.starting, self.runs, self.skipped = [], [], []
+
+    def one(self) -> Admission:
+        """The answer for a herd of one."""
+        if self.runs:
+            return Admission(Verdict.RUN, self.runs[0])
+        if self.skipped:
+            return Admission(Verdict.SKIPPED, self.skipped[0])
+        return Admission(Verdict.UNAVAILABLE if self.failed else Verdict.LOST)
+
+
+def _log_fail_closed(
     failed: str, count: int, name: str, slot: datetime, exc: StoreUnavailableError
 ) -> None:
-    """:meth:`Admitter._fail_closed`'s line for a herd: how many slots, and the first."""
+    """Nothing fires for these slots (fail closed): says what failed, and for a herd how many
+    slots and the first."""
+    if count == 1:
+        logger.warning(
+            "schedule: %s — not firing (fail-closed)  name=%s slot=%s: %s",
+            failed,
+            name,
+            iso_z(slot),
+            exc,
+        )
+        return
     logger.warning(
         "schedule: %s — not firing (fail-closed)  slots=%d first=%s@%s: %s",
         failed,

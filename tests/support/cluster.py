@@ -50,6 +50,13 @@ class Replica(Server):
             self.stopped_at = utcnow()
         self.kill(sig)
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process stays, silent (no beat, no claim) until :meth:`thaw`."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
