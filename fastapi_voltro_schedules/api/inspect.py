@@ -290,7 +290,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
                 return
             await emit({"event": "summary", **_summary(summary)})
 
-    scheduling.in_background(produce)
+    scheduling.spawn_request_work_under_scheduler(produce)
 
     async def lines() -> AsyncIterator[bytes]:
         try:
