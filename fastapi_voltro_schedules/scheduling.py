@@ -48,6 +48,7 @@ from .errors import (
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerDisabledError,
+    SchedulerNotRunningError,
     SchedulerShuttingDownError,
 )
 from .external_missed import watch_external_missed
@@ -341,6 +342,13 @@ class Scheduling:
                 "scheduling.run(app):` or the app's lifespan"
             )
         return self.engine
+
+    def running_store(self) -> Store:
+        """The running scheduler's store (the ledger the inspect routes read, through the
+        metrics seam); :class:`SchedulerNotRunningError` (503) before boot or after stop."""
+        if self.store is None:
+            raise SchedulerNotRunningError()
+        return self.store
 
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``
