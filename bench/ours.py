@@ -152,12 +152,12 @@ def count_claim_statements(scheduling: Scheduling) -> list[int]:
     from sqlalchemy import event
 
     from fastapi_voltro_schedules.models import CLAIMS_TABLE, LEASES_TABLE
-    from fastapi_voltro_schedules.store import SQLStore
+    from fastapi_voltro_schedules.store.instrumented import sql_store_behind
 
     counter = [0, 0]
     # past the metrics seam (InstrumentedStore) to the SQL store and its engine
-    store = getattr(scheduling.store, "inner", scheduling.store)
-    if isinstance(store, SQLStore):
+    store = sql_store_behind(scheduling.store) if scheduling.store is not None else None
+    if store is not None:
 
         @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
         def _count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

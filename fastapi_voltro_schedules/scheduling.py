@@ -48,6 +48,7 @@ from .errors import (
     ScheduleNotFoundError,
     SchedulePausedError,
     SchedulerDisabledError,
+    SchedulerNotRunningError,
     SchedulerShuttingDownError,
 )
 from .external_missed import watch_external_missed
@@ -309,11 +310,15 @@ class Scheduling:
             stop=stop,
         )
 
-    def in_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run ``work`` in the running scheduler's own task group, where its runs live, not
-        the caller's: work a request starts that must outlive it (a client that disconnects
-        cancels its request, and must not cancel a range's slot in flight with it).
-        :class:`SchedulerShuttingDownError` once the scheduler is stopping: nothing starts."""
+    def spawn_request_work_under_scheduler(
+        self, work: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        """Start ``work`` — work a request starts that must outlive the request (a range
+        backfill's slots) — in the running scheduler's own task group, where its runs live,
+        not the caller's: its lifetime is the scheduler's, not the request's (a client that
+        disconnects cancels its request, and must not cancel a range's slot in flight with
+        it). :class:`SchedulerShuttingDownError` once the scheduler is stopping: nothing
+        starts."""
         dispatcher = self.running_engine().dispatcher
         if not dispatcher.running_background:
             raise SchedulerShuttingDownError("the scheduler is shutting down — nothing was fired")
@@ -337,6 +342,13 @@ class Scheduling:
                 "scheduling.run(app):` or the app's lifespan"
             )
         return self.engine
+
+    def running_store(self) -> Store:
+        """The running scheduler's store (the ledger the inspect routes read, through the
+        metrics seam); :class:`SchedulerNotRunningError` (503) before boot or after stop."""
+        if self.store is None:
+            raise SchedulerNotRunningError()
+        return self.store
 
     async def fire_now(self, name: str) -> RunRecord:
         """Run now: run ``name`` immediately (``trigger="manual"``), whatever ``on_overlap``

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import clean_server, run_async
@@ -31,7 +32,8 @@ from support.backfill import (
 from support.servers import REPO, free_port
 from typer.testing import CliRunner, Result
 
-from fastapi_voltro_schedules import cli
+from fastapi_voltro_schedules import Scheduling, cli
+from fastapi_voltro_schedules.backfill import RangePlan
 from fastapi_voltro_schedules.cli import app as cli_app
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
@@ -282,6 +284,27 @@ def test_app_mode_asks_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert accepted.exit_code == 0, accepted.output
     assert accepted.stdout.strip().endswith(summary_line(26, 26, 0, 0))
     assert len(handler_log(tmp_path / "handler.jsonl")) == 26
+    monkeypatch.delitem(sys.modules, APP_MODULE, raising=False)
+
+
+def test_app_mode_plans_the_range_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The range counted and shown is the one fired: planned once, then run — not planned
+    again inside the run (on a terminal, a declined or answered confirmation plans again)."""
+    monkeypatch.setenv("VOLTRO_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}")
+    monkeypatch.setenv("BACKFILL_LOG", str(tmp_path / "handler.jsonl"))
+    monkeypatch.delitem(sys.modules, APP_MODULE, raising=False)
+    plan_backfill = Scheduling.plan_backfill
+    plans: list[str] = []
+
+    async def counted(self: Scheduling, name: str, *args: Any, **kwargs: Any) -> RangePlan:
+        plans.append(name)
+        return await plan_backfill(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Scheduling, "plan_backfill", counted)
+    ran = invoke(NAME, "--app", APP_SPEC, "--from", FROM, "--to", hours(3), "--yes")
+    assert ran.exit_code == 0, ran.output
+    assert ran.stdout.strip().endswith(summary_line(3, 3, 0, 0))
+    assert plans == [NAME]
     monkeypatch.delitem(sys.modules, APP_MODULE, raising=False)
 
 

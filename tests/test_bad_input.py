@@ -85,6 +85,7 @@ async def test_routes_answer_503_after_the_scheduler_stops(sqlite_url: str) -> N
         answers = [
             await client.get(f"{INSPECT_PREFIX}/runs", headers=INSPECT),
             await client.get(f"{INSPECT_PREFIX}/runs?name=digest", headers=INSPECT),
+            await client.get(f"{INSPECT_PREFIX}/digest", headers=INSPECT),
             await client.post(
                 f"{INSPECT_PREFIX}/digest/backfill",
                 json={"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z"},

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,10 +23,11 @@ from fastapi_voltro_schedules.coordination.claim import ClaimGate
 from fastapi_voltro_schedules.coordination.cluster import ClusterGate, Held, assigned, owner_of
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.ledger import Ledger, new_row
+from fastapi_voltro_schedules.metrics import SchedulerMetrics
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, Store, create_store
+from fastapi_voltro_schedules.store.instrumented import InstrumentedStore, sql_store_behind
 from fastapi_voltro_schedules.store.leases import LeaseStore
-from fastapi_voltro_schedules.store.sql import SQLStore
 from fastapi_voltro_schedules.testing import ManualClock
 
 SERVERS = [
@@ -130,6 +132,24 @@ async def test_a_stale_token_writes_nothing_and_the_current_one_writes(store: St
     assert not await leases.claim_fenced("x@2026-12-01T09:00:00", "x", "b", 2, SLOT)
 
 
+async def test_a_fenced_insert_is_counted_by_the_metrics_seam(store: Store) -> None:
+    """The fenced insert writes on the SQL store's engine, past the seam: the seam is told
+    of the rows it wrote (the running gauge), and only of those."""
+    metrics = SchedulerMetrics(CollectorRegistry())
+    leases = LeaseStore(InstrumentedStore(store, metrics))
+    assert await leases.sync("a", ["x"], 60_000, ensure=["x", "y"]) == {"x": 1}
+    written = await leases.insert_fenced([_row("x", "a"), _row("y", "a")], "a", {"x": 1, "y": 1})
+    assert [r.name for r in written] == ["x"]
+    for _ in range(3):
+        await anyio.lowlevel.checkpoint()  # the gauge is touched two turns of the loop later
+    assert metrics.registry is not None
+    running = {
+        name: metrics.registry.get_sample_value("voltro_schedule_running", {"name": name})
+        for name in ("x", "y")
+    }
+    assert running == {"x": 1.0, "y": None}
+
+
 async def test_an_expired_lease_writes_nothing_even_before_anyone_takes_it(
     store: Store,
 ) -> None:
@@ -163,7 +183,8 @@ async def test_a_replica_frozen_inside_its_beat_stalls_no_other_beat(store: Stor
     assert await leases.sync("a", ["x", "y"], 200, ensure=["x", "y", "z"]) == {"x": 1, "y": 1}
     assert await leases.sync("b", ["z"], 60_000) == {"z": 1}
     await anyio.sleep(0.4)  # a's leases expire
-    sql: SQLStore = getattr(store, "inner", store)
+    sql = sql_store_behind(store)
+    assert sql is not None
     async with sql.engine.connect() as frozen:
         await frozen.begin()
         await frozen.execute(

@@ -25,6 +25,7 @@ from fastapi_voltro_schedules import (
 )
 from fastapi_voltro_schedules.api.trigger import arrive
 from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.store.instrumented import sql_store_behind
 from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
@@ -58,7 +59,9 @@ class _Writes:
     @contextmanager
     def on(self, scheduling: Scheduling) -> Iterator[None]:
         assert scheduling.store is not None
-        engine = scheduling.store.engine.sync_engine
+        sql = sql_store_behind(scheduling.store)
+        assert sql is not None
+        engine = sql.engine.sync_engine
         event.listen(engine, "before_cursor_execute", self)
         self.counting = True
         try:

@@ -1,6 +1,7 @@
 """The import graph keeps its floors (pyproject.toml's ``[tool.importlinter]`` contracts: the
-floors, no cycles, pure rules without I/O), run here so the README's test command holds them
-as ``.ci/run`` does. The check reads the source and takes well under a second."""
+floors, no cycles, pure rules without I/O, the routes importing no store module), run here so
+the README's test command holds them as ``.ci/run`` does. The check reads the source and takes
+well under a second."""
 
 from __future__ import annotations
 

@@ -41,7 +41,6 @@ from .session import session_role
 if TYPE_CHECKING:
     from ..engine import Engine
     from ..scheduling import Scheduling
-    from ..store import Store
 
 TRIGGER_SCHEME = "VoltroTriggerToken"
 INSPECT_SCHEME = "VoltroInspectToken"
@@ -84,13 +83,6 @@ def engine_of(scheduling: Scheduling) -> Engine:
     if scheduling.engine is None:
         raise SchedulerNotRunningError(NOT_RUNNING)
     return scheduling.engine
-
-
-def store_of(scheduling: Scheduling) -> Store:
-    """The running scheduler's store; :class:`SchedulerNotRunningError` (503) when stopped."""
-    if scheduling.store is None:
-        raise SchedulerNotRunningError(NOT_RUNNING)
-    return scheduling.store
 
 
 def _not_configured(

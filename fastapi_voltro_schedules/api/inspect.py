@@ -31,7 +31,7 @@ from ..errors import (
     VoltroError,
 )
 from ..logs import logger
-from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of, store_of
+from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of
 from .errors import (
     MAX_BODY_BYTES,
     VoltroRoute,
@@ -61,8 +61,8 @@ from .inspect_models import (
 if TYPE_CHECKING:
     from ..definition import Schedule
     from ..pauses import PauseView as PauseLookup
+    from ..records import RunRecord
     from ..scheduling import Scheduling
-    from ..store import RunRecord
 
 router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth], tags=["voltro inspect"])
 
@@ -172,7 +172,7 @@ async def list_runs(
             before_at = parse_instant(before, "before")
         except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
             raise InvalidQueryError(str(error)) from None
-    runs = await store_of(scheduling).list_runs(
+    runs = await scheduling.running_store().list_runs(
         name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
     )
     page, more = runs[:limit], len(runs) > limit
@@ -193,7 +193,7 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     schedule = scheduling.get(name)
     if schedule is None:
         raise ScheduleNotFoundError(name)
-    store = store_of(scheduling)
+    store = scheduling.running_store()
     last = await store.last_runs([name])
     versions = (await store.definitions([name])).get(name, [])
     now = scheduling.clock.now()
@@ -290,7 +290,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
                 return
             await emit({"event": "summary", **_summary(summary)})
 
-    scheduling.in_background(produce)
+    scheduling.spawn_request_work_under_scheduler(produce)
 
     async def lines() -> AsyncIterator[bytes]:
         try:

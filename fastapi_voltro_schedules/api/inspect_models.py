@@ -23,7 +23,7 @@ from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, shown
 from ..pauses import MAX_REASON_LENGTH
-from ..store import DefinitionRecord, PauseRecord, RunRecord
+from ..records import DefinitionRecord, PauseRecord, RunRecord
 from .edge import StorableText
 from .trigger import RUN_ID_RE, RunView
 

@@ -40,7 +40,7 @@ from ..errors import (
     StoreUnavailableError,
     TooLateArrivalError,
 )
-from ..store import RunRecord
+from ..records import RunRecord
 from .auth import TriggerAuth, scheduling_of
 from .errors import VoltroRoute, error_responses
 

@@ -310,9 +310,8 @@ async def _direct_backfill(
                 slot = iso_z(slots[index]) if 0 <= index < len(slots) else None
                 reporter.update(summary.fired, summary.succeeded, summary.failed, slot)
 
-            summary = await scheduling.backfill(
-                name, start, end, confirm=True, limit=limit, progress=progress
-            )
+            # The plan shown is the plan fired, as the HTTP route does: not planned again.
+            summary = await scheduling.run_backfill(plan, progress=progress)
             return reporter.finish(
                 summary.fired, summary.succeeded, summary.failed, summary.already_succeeded
             )

@@ -42,10 +42,11 @@ from .base import (
     RunRecord,
     Store,
 )
+from .sql import SQLStore
 
 T = TypeVar("T")
 
-__all__ = ["InstrumentedStore"]
+__all__ = ["InstrumentedStore", "sql_store_behind"]
 
 
 class InstrumentedStore(Store):
@@ -57,17 +58,17 @@ class InstrumentedStore(Store):
         metrics: SchedulerMetrics,
         on_recorded: Callable[[RecordedOutcome], None] | None = None,
     ) -> None:
-        self.inner = inner
+        self._inner = inner
+        """The store every call is delegated to: see :func:`sql_store_behind` to reach it."""
         self.metrics = metrics
         self.on_recorded = on_recorded
         self._running: dict[str, str] = {}
         """run id → schedule name of the ``running`` rows this process wrote (the gauge)."""
         self._series = metrics.series
 
-    def __getattr__(self, attribute: str) -> Any:
-        # The rest of the inner store's surface (``engine``…), for code that looks past the
-        # interface (tests, the CLI).
-        return getattr(self.inner, attribute)
+    # No ``__getattr__`` forwarding to the wrapped store: every :class:`Store` method is
+    # spelled out below, so none can bypass the counting (or the types) unnoticed. What only a
+    # SQL store has (its engine) is reached through :func:`sql_store_behind`, by name.
 
     # -- observing ---------------------------------------------------------------------------
 
@@ -99,6 +100,12 @@ class InstrumentedStore(Store):
         names = [name for name in map(pop, run_ids, repeat(None)) if name is not None]
         if names:
             self._series.ended(names)
+
+    def observe_inserted(self, runs: Sequence[RunRecord]) -> None:
+        """Observe ``runs``, inserted by a write that did not pass through this seam (the
+        cluster's fenced insert, :meth:`~.leases.LeaseStore.insert_fenced`), as
+        :meth:`insert_runs` observes its own."""
+        self._observe_rows(runs, soon=True)
 
     def forget_running(self) -> None:
         """The scheduler stopped: none of its runs execute here any more."""
@@ -166,31 +173,31 @@ class InstrumentedStore(Store):
 
     @property
     def dialect_name(self) -> str:
-        return self.inner.dialect_name
+        return self._inner.dialect_name
 
     @property
     def supports_multi_instance(self) -> bool:
-        return self.inner.supports_multi_instance
+        return self._inner.supports_multi_instance
 
     @property
     def shared_file(self) -> bool:
-        return self.inner.shared_file
+        return self._inner.shared_file
 
     async def claim(self, key: str, replica_id: str, claimed_at: datetime) -> bool:
-        return await self._counted("claim", self.inner.claim(key, replica_id, claimed_at))
+        return await self._counted("claim", self._inner.claim(key, replica_id, claimed_at))
 
     async def claim_many(
         self, keys: Sequence[str], replica_id: str, claimed_at: datetime
     ) -> set[str]:
         return await self._counted(
-            "claim_many", self.inner.claim_many(keys, replica_id, claimed_at)
+            "claim_many", self._inner.claim_many(keys, replica_id, claimed_at)
         )
 
     async def claim_and_insert(
         self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
     ) -> set[str]:
         try:
-            inserted = await self.inner.claim_and_insert(runs, replica_id, claimed_at)
+            inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at)
         except StoreUnavailableError:
             self._error("claim_and_insert")
             raise
@@ -200,11 +207,11 @@ class InstrumentedStore(Store):
     async def rowless_claims(
         self, after: datetime, upto: datetime, limit: int
     ) -> tuple[list[tuple[ClaimRecord, str, datetime]], datetime | None]:
-        return await self._counted("rowless_claims", self.inner.rowless_claims(after, upto, limit))
+        return await self._counted("rowless_claims", self._inner.rowless_claims(after, upto, limit))
 
     async def account_claim(self, claim: ClaimRecord, row: RunRecord, replica_id: str) -> bool:
         try:
-            wrote = await self.inner.account_claim(claim, row, replica_id)
+            wrote = await self._inner.account_claim(claim, row, replica_id)
         except StoreUnavailableError:
             self._error("account_claim")
             raise
@@ -213,27 +220,27 @@ class InstrumentedStore(Store):
         return wrote
 
     async def prune_claims(self, older_than: datetime, limit: int) -> int:
-        return await self._counted("prune_claims", self.inner.prune_claims(older_than, limit))
+        return await self._counted("prune_claims", self._inner.prune_claims(older_than, limit))
 
     async def claim_holder(self, key: str) -> tuple[str, datetime] | None:
-        return await self._counted("claim_holder", self.inner.claim_holder(key))
+        return await self._counted("claim_holder", self._inner.claim_holder(key))
 
     async def touch_claim(self, key: str, replica_id: str, at: datetime) -> bool:
-        return await self._counted("touch_claim", self.inner.touch_claim(key, replica_id, at))
+        return await self._counted("touch_claim", self._inner.touch_claim(key, replica_id, at))
 
     async def release_claim(
         self, key: str, *, replica_id: str | None = None, claimed_at: datetime | None = None
     ) -> bool:
         return await self._counted(
             "release_claim",
-            self.inner.release_claim(key, replica_id=replica_id, claimed_at=claimed_at),
+            self._inner.release_claim(key, replica_id=replica_id, claimed_at=claimed_at),
         )
 
     # -- runs: writes ------------------------------------------------------------------------
 
     async def insert_run(self, run: RunRecord) -> None:
         try:
-            await self.inner.insert_run(run)
+            await self._inner.insert_run(run)
         except StoreUnavailableError:
             self._error("insert_run")
             raise
@@ -241,7 +248,7 @@ class InstrumentedStore(Store):
 
     async def insert_runs(self, runs: Sequence[RunRecord]) -> None:
         try:
-            await self.inner.insert_runs(runs)
+            await self._inner.insert_runs(runs)
         except StoreUnavailableError:
             self._error("insert_runs")
             raise
@@ -257,7 +264,7 @@ class InstrumentedStore(Store):
         **values: Any,
     ) -> bool:
         try:
-            matched = await self.inner.update_run(
+            matched = await self._inner.update_run(
                 run_id,
                 expect_status=expect_status,
                 expect_replica_id=expect_replica_id,
@@ -281,7 +288,7 @@ class InstrumentedStore(Store):
         # The update names the run by id only: read it back for its name and trigger. Rare
         # (a corpse, a queued turn), and the row is ours to read: it just matched.
         try:
-            row = await self.inner.get_run(run_id)
+            row = await self._inner.get_run(run_id)
         except StoreUnavailableError as exc:
             self._error("get_run")
             logger.warning("schedule: could not read back run %s for its metrics: %s", run_id, exc)
@@ -298,7 +305,7 @@ class InstrumentedStore(Store):
         decide: Callable[[list[RunRecord]], D],
     ) -> D | None:
         try:
-            plan = await self.inner.claim_turn(key, replica_id, claimed_at, name, decide)
+            plan = await self._inner.claim_turn(key, replica_id, claimed_at, name, decide)
         except StoreUnavailableError:
             self._error("claim_turn")
             raise
@@ -308,7 +315,7 @@ class InstrumentedStore(Store):
 
     async def take_turn(self, name: str, decide: Callable[[list[RunRecord]], D]) -> D:
         try:
-            plan = await self.inner.take_turn(name, decide)
+            plan = await self._inner.take_turn(name, decide)
         except StoreUnavailableError:
             self._error("take_turn")
             raise
@@ -326,45 +333,46 @@ class InstrumentedStore(Store):
                 await self._observe_update(write.run_id, RunStatus(str(status)))
 
     def change_stamp(self) -> tuple[float, Hashable] | None:
-        return self.inner.change_stamp()
+        return self._inner.change_stamp()
 
     async def checkpoint(self) -> None:
-        await self._counted("checkpoint", self.inner.checkpoint())
+        await self._counted("checkpoint", self._inner.checkpoint())
 
     async def pause(
         self, name: str, *, paused_at: datetime, paused_by: str, reason: str | None
     ) -> PauseRecord:
         return await self._counted(
-            "pause", self.inner.pause(name, paused_at=paused_at, paused_by=paused_by, reason=reason)
+            "pause",
+            self._inner.pause(name, paused_at=paused_at, paused_by=paused_by, reason=reason),
         )
 
     async def resume(
         self, name: str, *, resumed_at: datetime, resumed_by: str
     ) -> PauseRecord | None:
         return await self._counted(
-            "resume", self.inner.resume(name, resumed_at=resumed_at, resumed_by=resumed_by)
+            "resume", self._inner.resume(name, resumed_at=resumed_at, resumed_by=resumed_by)
         )
 
     async def pauses(self) -> list[PauseRecord]:
-        return await self._counted("pauses", self.inner.pauses())
+        return await self._counted("pauses", self._inner.pauses())
 
     async def pause_spans(self) -> list[PauseRecord]:
-        return await self._counted("pause_spans", self.inner.pause_spans())
+        return await self._counted("pause_spans", self._inner.pause_spans())
 
     async def definitions(
         self, names: Collection[str] | None = None
     ) -> dict[str, list[DefinitionRecord]]:
-        return await self._counted("definitions", self.inner.definitions(names))
+        return await self._counted("definitions", self._inner.definitions(names))
 
     async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
-        await self._counted("add_definitions", self.inner.add_definitions(records))
+        await self._counted("add_definitions", self._inner.add_definitions(records))
 
     async def queued_names(self) -> dict[str, list[RunRecord]]:
-        return await self._counted("queued_names", self.inner.queued_names())
+        return await self._counted("queued_names", self._inner.queued_names())
 
     async def notify_changed(self, names: Collection[str]) -> None:
         try:
-            await self.inner.notify_changed(names)
+            await self._inner.notify_changed(names)
         except StoreUnavailableError:
             self._error("notify_changed")
             raise
@@ -372,7 +380,7 @@ class InstrumentedStore(Store):
     async def listen_changed(
         self, on_change: Callable[[str], None], *, task_status: Any = None
     ) -> None:
-        await self.inner.listen_changed(on_change, task_status=task_status)
+        await self._inner.listen_changed(on_change, task_status=task_status)
 
     async def finish_runs(
         self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False
@@ -380,7 +388,7 @@ class InstrumentedStore(Store):
         names = {o.run_id: self._running.get(o.run_id) for o in outcomes}
         self._ended(names)  # the handlers are over, whether or not the write lands
         try:
-            await self.inner.finish_runs(outcomes, replica_id, announce=announce)
+            await self._inner.finish_runs(outcomes, replica_id, announce=announce)
         except StoreUnavailableError:
             self._error("finish_runs")
             raise
@@ -398,10 +406,10 @@ class InstrumentedStore(Store):
         self._recorded(rows, lambda i: _of_outcome(ended[i], rows[i][0], replica_id))
 
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
-        return await self._counted("heartbeat", self.inner.heartbeat(run_ids, at, replica_id))
+        return await self._counted("heartbeat", self._inner.heartbeat(run_ids, at, replica_id))
 
     async def database_now(self) -> datetime:
-        return await self._counted("database_now", self.inner.database_now())
+        return await self._counted("database_now", self._inner.database_now())
 
     async def runs_between(
         self,
@@ -411,7 +419,7 @@ class InstrumentedStore(Store):
         cursor: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
         return await self._counted(
-            "runs_between", self.inner.runs_between(after, until, limit, cursor)
+            "runs_between", self._inner.runs_between(after, until, limit, cursor)
         )
 
     async def silent_runs(
@@ -421,16 +429,16 @@ class InstrumentedStore(Store):
         statuses: Collection[RunStatus] = (RunStatus.RUNNING,),
     ) -> list[RunRecord]:
         return await self._counted(
-            "silent_runs", self.inner.silent_runs(names, silent_for, statuses)
+            "silent_runs", self._inner.silent_runs(names, silent_for, statuses)
         )
 
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
-        return await self._counted("sweep_runs", self.inner.sweep_runs(finished_before, limit))
+        return await self._counted("sweep_runs", self._inner.sweep_runs(finished_before, limit))
 
     # -- runs: reads -------------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        return await self._counted("get_run", self.inner.get_run(run_id))
+        return await self._counted("get_run", self._inner.get_run(run_id))
 
     async def list_runs(
         self,
@@ -443,53 +451,63 @@ class InstrumentedStore(Store):
     ) -> list[RunRecord]:
         return await self._counted(
             "list_runs",
-            self.inner.list_runs(name, limit, before, before_id=before_id, statuses=statuses),
+            self._inner.list_runs(name, limit, before, before_id=before_id, statuses=statuses),
         )
 
     async def run_for_slot(
         self, name: str, scheduled_at: datetime, trigger: Trigger
     ) -> RunRecord | None:
         return await self._counted(
-            "run_for_slot", self.inner.run_for_slot(name, scheduled_at, trigger)
+            "run_for_slot", self._inner.run_for_slot(name, scheduled_at, trigger)
         )
 
     async def succeeded_slots(self, name: str, after: datetime, until: datetime) -> set[datetime]:
         return await self._counted(
-            "succeeded_slots", self.inner.succeeded_slots(name, after, until)
+            "succeeded_slots", self._inner.succeeded_slots(name, after, until)
         )
 
     async def last_run(self, name: str) -> RunRecord | None:
-        return await self._counted("last_run", self.inner.last_run(name))
+        return await self._counted("last_run", self._inner.last_run(name))
 
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        return await self._counted("last_runs", self.inner.last_runs(names))
+        return await self._counted("last_runs", self._inner.last_runs(names))
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:
-        return await self._counted("live_runs", self.inner.live_runs(name, statuses))
+        return await self._counted("live_runs", self._inner.live_runs(name, statuses))
 
     async def queued_runs(self, name: str) -> list[RunRecord]:
-        return await self._counted("queued_runs", self.inner.queued_runs(name))
+        return await self._counted("queued_runs", self._inner.queued_runs(name))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def ping(self) -> None:
         try:
-            await self.inner.ping()
+            await self._inner.ping()
         except StoreUnavailableError:
             self._error("ping")
             raise
 
     async def create_schema(self) -> None:
         try:
-            await self.inner.create_schema()
+            await self._inner.create_schema()
         except StoreUnavailableError:
             self._error("create_schema")
             raise
 
     async def dispose(self) -> None:
-        await self.inner.dispose()
+        await self._inner.dispose()
+
+
+def sql_store_behind(store: Store) -> SQLStore | None:
+    """The :class:`SQLStore` ``store`` is, or wraps for its metrics; ``None`` for any other
+    store. For what only SQL has and the :class:`Store` interface does not carry — the
+    cluster's lease statements on its engine, a test counting the statements sent. Calls made
+    on it directly are not counted: a store call goes through ``store`` itself."""
+    if isinstance(store, InstrumentedStore):
+        store = store._inner
+    return store if isinstance(store, SQLStore) else None
 
 
 def _of_row(run: RunRecord) -> RecordedOutcome:

@@ -35,7 +35,7 @@ from sqlalchemy.sql.elements import TextClause
 from ..models import LEASES_TABLE, MEMBERS_TABLE
 from . import statements as q
 from .base import RunRecord, Store
-from .sql import SQLStore
+from .instrumented import InstrumentedStore, sql_store_behind
 
 FORGET_MEMBERS_MS = 24 * 3600 * 1000
 """A member row silent this long is deleted (replica ids change with every process)."""
@@ -88,15 +88,16 @@ class LeaseStore:
     """Members and leases of one ledger (Postgres or MariaDB/MySQL)."""
 
     def __init__(self, store: Store) -> None:
-        inner = getattr(store, "inner", store)  # past the InstrumentedStore, to the SQL store
-        if not isinstance(inner, SQLStore) or not inner.supports_multi_instance:
+        sql = sql_store_behind(store)  # the lease statements run on the SQL store's engine
+        if sql is None or not sql.supports_multi_instance:
             raise TypeError(
                 f"coordination=cluster needs a Postgres or MariaDB/MySQL store, not "
                 f"{store.dialect_name}"
             )
-        self._sql = inner
-        self._observed = store
-        self._d = _Dialect(inner.engine.dialect.name == "postgresql")
+        self._sql = sql
+        # The fenced inserts write past the metrics seam: it is told of their rows.
+        self._observed = store if isinstance(store, InstrumentedStore) else None
+        self._d = _Dialect(sql.engine.dialect.name == "postgresql")
 
     # -- members ----------------------------------------------------------------------------
 
@@ -299,9 +300,8 @@ class LeaseStore:
             return keep
 
         written = await self._sql._attempt("insert_fenced", work)
-        observe = getattr(self._observed, "_observe_rows", None)
-        if written and observe is not None:
-            observe(written, soon=True)  # the metrics seam sees them like any insert_runs
+        if written and self._observed is not None:
+            self._observed.observe_inserted(written)  # counted like any insert_runs
         return written
 
     async def _insert_rows(self, conn: AsyncConnection, runs: Sequence[RunRecord]) -> None:

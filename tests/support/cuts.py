@@ -19,13 +19,14 @@ from sqlalchemy.engine import make_url
 from fastapi_voltro_schedules import Scheduling
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import SQLStore
+from fastapi_voltro_schedules.store.instrumented import sql_store_behind
 from support.tcp_proxy import TcpProxy
 
 
 def inner_store(s: Scheduling) -> SQLStore:
-    store: Any = s.store
-    while not isinstance(store, SQLStore):
-        store = store.inner
+    assert s.store is not None
+    store = sql_store_behind(s.store)
+    assert store is not None
     return store
 
 
