@@ -431,7 +431,7 @@ class Dispatcher:
                 self._handler_done(schedule, run)
 
         try:
-            return await self.runner.execute(schedule, run, release)
+            return await self.runner.execute(schedule, run, lambda *_: release(), self._recorded)
         finally:
             release()
             self.inflight.finishing.discard(run.id)

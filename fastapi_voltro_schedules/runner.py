@@ -86,37 +86,17 @@ class Runner:
         self,
         schedule: Schedule,
         run: RunRecord,
-        handler_done: Callable[[], None] | None = None,
+        handler_done: Callable[[Schedule, RunRecord], None],
+        recorded: Callable[[Sequence[RunOutcome]], None],
     ) -> RunStatus:
-        """Run the handler of ``run`` and record how it ended; returns the recorded status.
-
-        ``handler_done`` is called as soon as the handler is over, before the terminal write
-        reaches the database: the overlap rule looks at handlers, not at pending writes.
-        """
-        ctx = self.context(schedule, run)
-        error: BaseException | None = None
-        try:
-            with anyio.CancelScope() as scope:
-                watched = self.watchdog.watch(run.id, ctx.fired_at, ctx.deadline, scope)
-                try:
-                    await schedule(ctx)
-                except Exception as exc:
-                    error = exc
-                finally:
-                    self.watchdog.unwatch(watched)
-        except anyio.get_cancelled_exc_class():
-            # Shutdown cancelled us past the grace period: say so in the ledger, then go.
-            if handler_done is not None:
-                handler_done()
-            with anyio.CancelScope(shield=True):
-                shutdown = self.outcome(schedule, run, watched.timed_out, None, shutdown=True)
-                await self._finish([shutdown], budget=SHUTDOWN_FINISH_BUDGET_S)
-            raise
-        if handler_done is not None:
-            handler_done()
-        outcome = self.outcome(schedule, run, watched.timed_out, error)
-        await self._finish([outcome])
-        return outcome.status
+        """Run one admitted firing and record how it ended; returns the recorded status. A
+        firing carried out alone (a turn in line, Run now, an arrival) is a herd of one: the
+        same :class:`RunBatch` as the timer's herd, so one set of rules says how a run ends
+        (watchdog, failure, shutdown) and how its outcome is written."""
+        batch = RunBatch(self, handler_done, recorded)
+        await batch.run((schedule,), (run,))
+        assert batch.first is not None, "a run batch records every run it started"
+        return batch.first.status
 
     async def execute_many(
         self,
@@ -127,8 +107,10 @@ class Runner:
         started: Callable[[], None] | None = None,
     ) -> None:
         """Run the herd's admitted firings, ``runs[i]`` of ``schedules[i]`` (see
-        :class:`RunBatch`); returns once every outcome is recorded. ``recorded`` is told after
-        each terminal write, ``started`` once every handler has taken its first step."""
+        :class:`RunBatch`); returns once every outcome is recorded. ``handler_done`` is told
+        as soon as a handler is over, before its terminal write reaches the database (the
+        overlap rule looks at handlers, not at pending writes); ``recorded`` after each
+        terminal write, ``started`` once every handler has taken its first step."""
         await RunBatch(self, handler_done, recorded, started).run(schedules, runs)
 
     def outcome(
@@ -290,6 +272,8 @@ class RunBatch:
         self._place: list[int] = []
         self._ended: list[RunOutcome] = []
         self._wake = asyncio.Event()
+        self.first: RunOutcome | None = None
+        """How the first run ended (a herd of one: its outcome, see :meth:`Runner.execute`)."""
 
     def _start(self, schedules: Sequence[Schedule], runs: Sequence[RunRecord]) -> None:
         self._schedules, self._runs = schedules, runs
@@ -329,6 +313,8 @@ class RunBatch:
         error = None if task.cancelled() else task.exception()
         shutdown = task.cancelled() and not timed_out
         outcome = self._runner.outcome(schedule, run, timed_out, error, shutdown=shutdown)
+        if i == 0:
+            self.first = outcome
         self._ended.append(outcome)
         self._wake.set()
 
