@@ -424,7 +424,10 @@ class Store(abc.ABC):
     async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
         """Insert each version unless its ``(name, version)`` is already recorded — then the
         stored row stays and this one is dropped (a peer recorded that version first: read
-        back with :meth:`definitions`). Committed before this returns."""
+        back with :meth:`definitions`). Committed before this returns, in chunks: a call
+        that fails partway may have recorded some of ``records`` (calling again records the
+        rest), and a replica recording the same versions concurrently waits only for the
+        chunk it meets, not for a peer's whole write."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
