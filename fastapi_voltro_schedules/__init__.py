@@ -12,7 +12,7 @@ from .config import SchedulingConfig
 from .context import ScheduleContext, WorkflowStarter
 from .cron import CronSpec
 from .definition import Schedule, WorkflowTarget, define_schedule
-from .discovery import discover_schedules
+from .discovery import discover_handlers, discover_schedules
 from .enums import (
     BackfillPolicy,
     ChangeStrategy,
@@ -33,6 +33,7 @@ from .errors import (
     StoreUnavailableError,
     VoltroError,
 )
+from .handlers import NamedHandler, define_handler
 from .metrics import SchedulerMetrics
 from .models import voltro_metadata
 from .outcomes import OutcomeHook, RecordedOutcome
@@ -51,6 +52,7 @@ __all__ = [
     "DiscoveryError",
     "ExternalMissedPolicy",
     "InvalidCronError",
+    "NamedHandler",
     "OutcomeHook",
     "OverlapPolicy",
     "RecordedOutcome",
@@ -70,7 +72,9 @@ __all__ = [
     "WorkflowStarter",
     "WorkflowTarget",
     "__version__",
+    "define_handler",
     "define_schedule",
+    "discover_handlers",
     "discover_schedules",
     "schedules_router",
     "voltro_metadata",

@@ -53,6 +53,8 @@ definitions each round: a deploy flapping, not something a boot should wait on).
 def handler_name(schedule: Schedule) -> str:
     """What runs in a slot, as a stable string: the handler's module and qualified name, or
     the workflow a ``workflow=`` schedule starts."""
+    if schedule.handler_ref is not None:  # a run-time schedule: its handler's registered name
+        return schedule.handler_ref
     if schedule.workflow is not None:
         return f"workflow:{schedule.workflow.name}"
     handler = schedule.handler

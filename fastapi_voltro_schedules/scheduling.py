@@ -40,7 +40,7 @@ from .config import (
 from .context import WorkflowStarter
 from .definition import Schedule
 from .definitions import NO_VERSIONS, Versions, record_versions
-from .discovery import check_unique_names, discover_schedules
+from .discovery import check_unique_names, discover_handlers, discover_schedules
 from .engine import Engine
 from .enums import Coordination, TriggerMode
 from .errors import (
@@ -53,6 +53,7 @@ from .errors import (
 )
 from .external_missed import watch_external_missed
 from .fire_requests import FireRequest, Why
+from .handlers import NamedHandler, check_unique_handlers
 from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
@@ -89,8 +90,11 @@ class Scheduling:
         workflows: WorkflowStarter | None = None,
         on_outcome: OutcomeHook | None = None,
         metrics: SchedulerMetrics | None = None,
+        handlers: Iterable[NamedHandler] = (),
     ) -> None:
         self.schedules: list[Schedule] = check_unique_names(list(schedules))
+        self.handlers: dict[str, NamedHandler] = check_unique_handlers(handlers)
+        """The handlers run-time schedules may name (``define_handler``), by name."""
         self.on_outcome = check_hook(on_outcome)
         self.metrics = metrics if metrics is not None else default_metrics()
         self._hooks: OutcomeHooks | None = None
@@ -124,8 +128,10 @@ class Scheduling:
 
     @classmethod
     def from_package(cls, package: str | ModuleType, **kwargs: Any) -> Scheduling:
-        """A scheduler for every schedule in the package's ``*_cron`` modules."""
-        return cls(discover_schedules(package), **kwargs)
+        """A scheduler for every schedule and handler in the package's ``*_cron`` modules
+        (``handlers=`` given too: added to the ones found)."""
+        handlers = [*discover_handlers(package), *kwargs.pop("handlers", ())]
+        return cls(discover_schedules(package), handlers=handlers, **kwargs)
 
     @property
     def active(self) -> bool:
