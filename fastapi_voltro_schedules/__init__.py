@@ -26,8 +26,10 @@ from .enums import (
 )
 from .errors import (
     ConfigurationError,
+    DeclaredInCodeError,
     DiscoveryError,
     InvalidCronError,
+    InvalidScheduleError,
     ScheduleDefinitionError,
     SchemaError,
     StoreUnavailableError,
@@ -49,9 +51,11 @@ __all__ = [
     "Coordination",
     "CoordinationOutcome",
     "CronSpec",
+    "DeclaredInCodeError",
     "DiscoveryError",
     "ExternalMissedPolicy",
     "InvalidCronError",
+    "InvalidScheduleError",
     "NamedHandler",
     "OutcomeHook",
     "OverlapPolicy",
