@@ -12,7 +12,7 @@ from .config import SchedulingConfig
 from .context import ScheduleContext, WorkflowStarter
 from .cron import CronSpec
 from .definition import Schedule, WorkflowTarget, define_schedule
-from .discovery import discover_schedules
+from .discovery import discover_handlers, discover_schedules
 from .enums import (
     BackfillPolicy,
     ChangeStrategy,
@@ -26,13 +26,16 @@ from .enums import (
 )
 from .errors import (
     ConfigurationError,
+    DeclaredInCodeError,
     DiscoveryError,
     InvalidCronError,
+    InvalidScheduleError,
     ScheduleDefinitionError,
     SchemaError,
     StoreUnavailableError,
     VoltroError,
 )
+from .handlers import NamedHandler, define_handler
 from .metrics import SchedulerMetrics
 from .models import voltro_metadata
 from .outcomes import OutcomeHook, RecordedOutcome
@@ -48,9 +51,12 @@ __all__ = [
     "Coordination",
     "CoordinationOutcome",
     "CronSpec",
+    "DeclaredInCodeError",
     "DiscoveryError",
     "ExternalMissedPolicy",
     "InvalidCronError",
+    "InvalidScheduleError",
+    "NamedHandler",
     "OutcomeHook",
     "OverlapPolicy",
     "RecordedOutcome",
@@ -70,7 +76,9 @@ __all__ = [
     "WorkflowStarter",
     "WorkflowTarget",
     "__version__",
+    "define_handler",
     "define_schedule",
+    "discover_handlers",
     "discover_schedules",
     "schedules_router",
     "voltro_metadata",

@@ -24,7 +24,9 @@ The three findings:
   its row yet). A ledger with no recorded version for a schedule (written before migration
   0006) is judged from the schedule's first clock-driven row instead — a range backfill's
   ``manual`` rows never count as a first row. Needs the schedules: an audit from a bare
-  database URL reports duplicates and stuck rows only.
+  database URL reports duplicates and stuck rows only — except for run-time schedules
+  (``put_schedule``), whose definitions the versions table holds: they are always
+  gap-checked, up to their deletion when they were deleted.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .definitions import NO_VERSIONS, Versions
 from .enums import RunStatus
 from .pauses import NO_PAUSES, PauseView, RecordedPauses
 from .planning import DEAD_AFTER_BEATS, is_live
+from .runtime_schedules import audited_runtime
 from .store.base import CLOCK_TRIGGERS, LIVE_STATUSES, RunRecord, Store
 
 RAN_STATUSES: frozenset[RunStatus] = frozenset(
@@ -260,7 +263,14 @@ async def audit_ledger(
             first_inside.setdefault(row.name, row.scheduled_at)
     first_seen: dict[str, datetime] = {}
     names = [s.name for s in schedules]
-    versions = Versions(await store.definitions(names)) if names else NO_VERSIONS
+    # Run-time schedules are checked from the versions table alone: their definitions are
+    # data, so no app is needed to know which slots they owe (deleted ones too, up to the
+    # deletion).
+    known = await store.definitions()
+    runtime = audited_runtime(known, set(names))
+    schedules = [*schedules, *runtime]
+    names += [s.name for s in runtime]
+    versions = Versions({name: known[name] for name in names if name in known})
     for schedule in schedules:
         if versions.current(schedule.name) is not None:
             continue  # judged from its versions

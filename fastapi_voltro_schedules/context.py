@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -66,6 +67,9 @@ class ScheduleContext:
     """The FastAPI application the scheduler runs in (``None`` outside an app)."""
     workflows: WorkflowStarter | None = None
     """The starter given to ``Scheduling(workflows=...)``, also on ``app.state.workflows``."""
+    args: dict[str, Any] = field(default_factory=dict, hash=False)
+    """A run-time schedule's JSON arguments (``Scheduling.put_schedule(..., args=...)``), a
+    fresh copy per firing; ``{}`` for a declared schedule."""
 
     @property
     def name(self) -> str:

@@ -27,7 +27,9 @@ Handler: TypeAlias = Callable[[ScheduleContext], Awaitable[None] | None]
 PayloadFactory: TypeAlias = Callable[[ScheduleContext], Mapping[str, Any]]
 
 DEFAULT_MAX_RUNTIME_MS = 1_800_000
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+"""A valid schedule (or handler) name: the claim key and a URL segment."""
+_NAME_RE = NAME_RE
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,14 @@ class Schedule:
     fallback: TriggerMode | None = None
     """``self`` on an ``external`` schedule: the app fires a slot itself when the platform has
     not triggered it by the close of its arrival window (see ``external_missed.py``)."""
+    args: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """A run-time schedule's JSON arguments, handed to each firing as ``ctx.args`` (``{}``
+    for a declared schedule)."""
+    source: str = "code"
+    """``code`` (declared with :func:`define_schedule`) or ``runtime`` (written with
+    ``Scheduling.put_schedule``)."""
+    handler_ref: str | None = None
+    """The registered name of the handler a run-time schedule runs (``define_handler``)."""
     # Read by every firing, so worked out once here: the property and the two
     # ``iscoroutinefunction`` calls they replace were ~2.7 µs a firing, 27 ms of a 10,000 herd.
     max_runtime: timedelta = field(init=False, repr=False)

@@ -53,6 +53,8 @@ definitions each round: a deploy flapping, not something a boot should wait on).
 def handler_name(schedule: Schedule) -> str:
     """What runs in a slot, as a stable string: the handler's module and qualified name, or
     the workflow a ``workflow=`` schedule starts."""
+    if schedule.handler_ref is not None:  # a run-time schedule: its handler's registered name
+        return schedule.handler_ref
     if schedule.workflow is not None:
         return f"workflow:{schedule.workflow.name}"
     handler = schedule.handler
@@ -70,8 +72,13 @@ def definition_record(
     recorded_by: str = "",
     source: str = "code",
     args: dict[str, Any] | None = None,
+    deleted: bool = False,
 ) -> DefinitionRecord:
-    """The version row ``schedule`` would record."""
+    """The version row ``schedule`` would record (a run-time one: its own args and watchdog
+    bound, which no code holds)."""
+    runtime = schedule.source == "runtime"
+    if runtime:
+        source, args = "runtime", dict(schedule.args)
     return DefinitionRecord(
         name=schedule.name,
         version=version,
@@ -85,6 +92,8 @@ def definition_record(
         source=source,
         effective_from=effective_from,
         recorded_by=recorded_by,
+        deleted=deleted,
+        max_runtime_ms=schedule.max_runtime_ms if runtime else None,
     )
 
 
@@ -113,8 +122,24 @@ class Versions:
         return list(self._by_name.get(name, ()))
 
     def current(self, name: str) -> DefinitionRecord | None:
+        """The newest version (a run-time schedule's tombstone, when it was deleted)."""
         versions = self._by_name.get(name)
         return versions[0] if versions else None
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def add(self, record: DefinitionRecord) -> bool:
+        """Take a version read or written after boot (a run-time write, here or on another
+        replica) as the newest; ``False`` when it is not newer than the one known (already
+        taken: nothing changes)."""
+        if self is NO_VERSIONS:
+            raise RuntimeError("NO_VERSIONS is shared and never changes: build a Versions")
+        versions = self._by_name.setdefault(record.name, [])
+        if versions and versions[0].version >= record.version:
+            return False
+        versions.insert(0, record)
+        return True
 
     def first_effective(self, name: str) -> datetime | None:
         """When the schedule came to exist (its first version took effect)."""
@@ -123,15 +148,19 @@ class Versions:
 
     def spans(self, name: str) -> list[Span]:
         """Each cadence's reign, oldest first. Consecutive versions with the same cron, zone
-        and trigger are one span (an overlap or handler change does not move a slot)."""
+        and trigger are one span (an overlap or handler change does not move a slot). A
+        tombstone (a deleted run-time schedule) ends the span before it and starts none: the
+        schedule owes nothing until it is written again."""
         spans: list[Span] = []
         for record in reversed(self._by_name.get(name, ())):
-            if spans and _same_cadence(spans[-1].version, record):
-                continue
-            if spans:
-                last = spans[-1]
-                spans[-1] = Span(last.version, last.start, record.effective_from)
-            spans.append(Span(record, record.effective_from, None))
+            open_span = spans[-1] if spans and spans[-1].end is None else None
+            if open_span is not None and not record.deleted:
+                if _same_cadence(open_span.version, record):
+                    continue
+            if open_span is not None:
+                spans[-1] = Span(open_span.version, open_span.start, record.effective_from)
+            if not record.deleted:
+                spans.append(Span(record, record.effective_from, None))
         return spans
 
     def windows(
@@ -167,6 +196,11 @@ class Versions:
         if len(slots) > cap:
             slots, capped = slots[-cap:], True
         return slots, capped
+
+    def deleted(self, name: str) -> bool:
+        """Whether the newest version is a tombstone (a deleted run-time schedule)."""
+        current = self.current(name)
+        return current is not None and current.deleted
 
     def cadence_from(self, name: str) -> datetime | None:
         """Where the current cadence began: slots of the current cron before it are not

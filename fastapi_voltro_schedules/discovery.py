@@ -1,4 +1,5 @@
-"""Find schedules by convention: every ``*_cron`` module of a package (the ``*.cron.tsx`` rule)."""
+"""Find schedules and handlers by convention: every ``*_cron`` module of a package (the
+``*.cron.tsx`` rule)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from .definition import Schedule
-from .errors import DiscoveryError, shown
+from .errors import ConfigurationError, DiscoveryError, shown
+from .handlers import NamedHandler
 
 CRON_MODULE_SUFFIX = "_cron"
 
@@ -65,6 +67,31 @@ def discover_schedules(package: str | ModuleType) -> list[Schedule]:
             (value, module_name) for value in vars(module).values() if isinstance(value, Schedule)
         )
     return _unique(found)
+
+
+def discover_handlers(package: str | ModuleType) -> list[NamedHandler]:
+    """Import every module of ``package`` whose name ends in ``_cron`` and collect the
+    module-level handlers (``@define_handler``), in module order then definition order.
+
+    Two distinct handlers with one name raise :class:`ConfigurationError` naming both
+    modules."""
+    root = _import(package, package) if isinstance(package, str) else package
+    seen: dict[str, tuple[NamedHandler, str]] = {}
+    for module_name in _cron_modules(root):
+        module = _import(module_name, root.__name__)
+        for value in vars(module).values():
+            if not isinstance(value, NamedHandler):
+                continue
+            previous = seen.get(value.name)
+            if previous is None:
+                seen[value.name] = (value, module_name)
+            elif previous[0] is not value:
+                raise ConfigurationError(
+                    f'two handlers are named "{value.name}": one in {previous[1]}, one in '
+                    f"{module_name} — a run-time schedule names its handler, so the name "
+                    "must be unique; rename one"
+                )
+    return [handler for handler, _ in seen.values()]
 
 
 def check_unique_names(schedules: list[Schedule]) -> list[Schedule]:

@@ -375,6 +375,31 @@ class Engine:
             while self.inflight.count:
                 await self.inflight.idle.wait()
 
+    # -- schedules written at run time ---------------------------------------------------
+
+    def arm_written(self, schedule: Schedule, after: datetime) -> None:
+        """Run ``schedule`` — written at run time (new, or an edit of one this engine runs) —
+        from ``after``, its version's ``effective_from``: the timer arms its first slot after
+        that instant (an edit: after the last slot its previous version accounted for, too);
+        the reaper, the queue's write-off and the claims sweep know it; under ``cluster`` the
+        next beat shares out its lease. Its firings then take the one door like any other."""
+        self.schedules = [s for s in self.schedules if s.name != schedule.name] + [schedule]
+        self.maintenance.track(
+            schedule.name, schedule.on_overlap, schedule.backfill is BackfillPolicy.ALL
+        )
+        if self.membership is not None:
+            self.membership.schedules[schedule.name] = schedule
+        self.timer.rearm(schedule, after)
+
+    def disarm_written(self, name: str) -> bool:
+        """Stop running ``name`` (a run-time schedule deleted): nothing new fires; a run in
+        flight finishes and is recorded as usual. ``False`` when it was not running here."""
+        known = any(s.name == name for s in self.schedules)
+        self.schedules = [s for s in self.schedules if s.name != name]
+        if self.membership is not None:
+            self.membership.schedules.pop(name, None)
+        return self.timer.disarm(name) or known
+
     # -- what the rest of the package asks ------------------------------------------------
 
     def next_firing(self, name: str) -> datetime | None:

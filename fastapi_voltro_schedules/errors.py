@@ -66,6 +66,28 @@ class InvalidCronError(ScheduleDefinitionError):
     """The cron expression does not parse, or its values are out of range."""
 
 
+class InvalidScheduleError(ScheduleDefinitionError):
+    """A run-time schedule (``put_schedule``) was refused: ``field`` names what is wrong, the
+    message says how to fix it. Nothing was written."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class DeclaredInCodeError(VoltroError):
+    """The name belongs to a schedule declared in code (``define_schedule``): run-time writes
+    cannot replace or delete it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f'schedule "{shown(name)}" is declared in code (define_schedule) — a run-time '
+            "write cannot replace or delete it; change it in the code and deploy, or pick "
+            "another name for the run-time schedule"
+        )
+        self.name = name
+
+
 class DiscoveryError(VoltroError):
     """Schedule discovery found a conflict (two schedules named alike) or a broken module."""
 

@@ -130,6 +130,17 @@ class Maintenance:
         self._rowless_after: datetime | None = None
         """Where the next claims sweep reads from (``None``: not swept yet)."""
 
+    def track(self, name: str, overlap: OverlapPolicy, owes_all: bool) -> None:
+        """A schedule written at run time joins the ones this room looks after: its corpses
+        are reaped, its queued rows left to its line, its rowless claims accounted for. (A
+        deleted one stays tracked: a corpse or a claim it left is still to be accounted.)"""
+        if name not in self.watched_names:
+            self.watched_names.append(name)
+        self.overlaps[name] = overlap
+        self.owing = self.owing | {name} if owes_all else self.owing - {name}
+        if self.rowless is not None and name not in self.rowless.self_names:
+            self.rowless = replace(self.rowless, self_names=self.rowless.self_names | {name})
+
     async def account_rowless(self) -> int:
         """Turn every claim older than three beats whose slot has no row into a ``missed`` row
         (``error_tag="claim-without-row"``), so no slot stays claimed and unrecorded: its

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Dialect,
     Index,
@@ -200,6 +201,10 @@ class ScheduleDefinition(_VoltroModel, table=True):
     the change. Rows are only ever added. Added by migration 0006."""
 
     __tablename__ = DEFINITIONS_TABLE
+    __table_args__ = (
+        # each replica's read of the versions written since the last it saw (migration 0008)
+        Index("ix_voltro_definitions_effective_from", "effective_from"),
+    )
 
     name: str = Field(sa_type=String(200), primary_key=True)
     version: int = Field(
@@ -217,6 +222,12 @@ class ScheduleDefinition(_VoltroModel, table=True):
     """``code`` (declared with ``define_schedule``) or ``runtime`` (written at run time)."""
     effective_from: datetime = Field(sa_type=UTCDateTime, nullable=False)
     recorded_by: str = Field(default="", sa_type=String(200), nullable=False)
+    deleted: bool | None = Field(default=None, sa_type=Boolean, nullable=True)
+    """True: this version is a tombstone — the run-time schedule was deleted at
+    ``effective_from`` (``NULL``/false: a definition). Added by migration 0008."""
+    max_runtime_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
+    """A run-time schedule's ``max_runtime_ms`` (``NULL`` for a declared one: its code says
+    it). Added by migration 0008."""
 
 
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]

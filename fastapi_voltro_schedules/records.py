@@ -223,6 +223,11 @@ class DefinitionRecord:
     source: str
     effective_from: datetime
     recorded_by: str = ""
+    deleted: bool = False
+    """A tombstone: the run-time schedule was deleted at ``effective_from`` (the version's
+    other columns repeat the definition it ended)."""
+    max_runtime_ms: int | None = None
+    """A run-time schedule's watchdog bound (``None`` for a declared one)."""
 
     def same_definition(self, other: DefinitionRecord) -> bool:
         """Whether ``other`` defines the same slots and work (name, version, instant and
@@ -240,6 +245,8 @@ class DefinitionRecord:
             self.handler,
             self.args,
             self.source,
+            "deleted" if self.deleted else "",
+            "" if self.max_runtime_ms is None else str(self.max_runtime_ms),
         )
 
     def row(self) -> dict[str, Any]:
@@ -256,11 +263,15 @@ class DefinitionRecord:
             "source": self.source,
             "effective_from": self.effective_from,
             "recorded_by": self.recorded_by,
+            "deleted": self.deleted or None,  # NULL unless a tombstone, like the older rows
+            "max_runtime_ms": self.max_runtime_ms,
         }
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> DefinitionRecord:
-        return cls(**{key: row[key] for key in cls.__slots__})
+        values = {key: row[key] for key in cls.__slots__}
+        values["deleted"] = bool(values["deleted"])
+        return cls(**values)
 
 
 __all__ = [

@@ -80,6 +80,8 @@ class Runner:
             schedule=schedule,
             app=self.app,
             workflows=self.workflows,
+            # a copy: a handler that edits its args must not change the next firing's
+            args=dict(schedule.args) if schedule.args else {},
         )
 
     async def execute(

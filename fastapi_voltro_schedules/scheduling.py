@@ -29,6 +29,7 @@ from .boot import (
     follow_database_clock,
     log_boot,
 )
+from .catalog import Catalog, PutResult, load_runtime_schedules, newest_effective
 from .clock import Clock, DatabaseClock, SystemClock, iso_z
 from .config import (
     CoordinationChoice,
@@ -40,9 +41,9 @@ from .config import (
 from .context import WorkflowStarter
 from .definition import Schedule
 from .definitions import NO_VERSIONS, Versions, record_versions
-from .discovery import check_unique_names, discover_schedules
+from .discovery import check_unique_names, discover_handlers, discover_schedules
 from .engine import Engine
-from .enums import Coordination, TriggerMode
+from .enums import BackfillPolicy, Coordination, OverlapPolicy, TriggerMode
 from .errors import (
     ConfigurationError,
     ScheduleNotFoundError,
@@ -53,6 +54,7 @@ from .errors import (
 )
 from .external_missed import watch_external_missed
 from .fire_requests import FireRequest, Why
+from .handlers import NamedHandler, check_unique_handlers
 from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
@@ -89,8 +91,16 @@ class Scheduling:
         workflows: WorkflowStarter | None = None,
         on_outcome: OutcomeHook | None = None,
         metrics: SchedulerMetrics | None = None,
+        handlers: Iterable[NamedHandler] = (),
     ) -> None:
         self.schedules: list[Schedule] = check_unique_names(list(schedules))
+        self.handlers: dict[str, NamedHandler] = check_unique_handlers(handlers)
+        """The handlers run-time schedules may name (``define_handler``), by name."""
+        self._declared = {s.name for s in self.schedules}
+        """The names declared in code (run-time writes cannot take them)."""
+        self.catalog: Catalog | None = None
+        """The run-time schedules of the running scheduler (:mod:`.catalog`)."""
+        self._seen_at_boot: datetime | None = None
         self.on_outcome = check_hook(on_outcome)
         self.metrics = metrics if metrics is not None else default_metrics()
         self._hooks: OutcomeHooks | None = None
@@ -124,8 +134,10 @@ class Scheduling:
 
     @classmethod
     def from_package(cls, package: str | ModuleType, **kwargs: Any) -> Scheduling:
-        """A scheduler for every schedule in the package's ``*_cron`` modules."""
-        return cls(discover_schedules(package), **kwargs)
+        """A scheduler for every schedule and handler in the package's ``*_cron`` modules
+        (``handlers=`` given too: added to the ones found)."""
+        handlers = [*discover_handlers(package), *kwargs.pop("handlers", ())]
+        return cls(discover_schedules(package), handlers=handlers, **kwargs)
 
     @property
     def active(self) -> bool:
@@ -206,6 +218,19 @@ class Scheduling:
                 versions=self.versions,
             )
             self.arrivals = Arrivals(engine, store)
+            self.catalog = catalog = Catalog(
+                store=store,
+                clock=self.clock,
+                engine=engine,
+                versions=self.versions,
+                handlers=self.handlers,
+                declared=self._declared,
+                listing=self.schedules,
+                replica_id=self.config.replica_id,
+                heartbeat_ms=self.config.schedule_heartbeat_ms,
+            )
+            if self._seen_at_boot is not None:
+                catalog.start_from(self._seen_at_boot)
             pauses.due_in = lambda: engine.timer.seconds_until_next()
             failure: Exception | None = None
 
@@ -225,6 +250,9 @@ class Scheduling:
                 if isinstance(self.clock, DatabaseClock):
                     tg.start_soon(follow_database_clock, self.clock)
                 await tg.start(pauses.run)
+                # every process follows the run-time writes (a non-firer too: it lists them,
+                # and its engine must hold them when it takes over the firing)
+                tg.start_soon(catalog.follow)
                 if arm:
                     lock = firer_lock(self.ledger_target())
                     leadership = Leadership(lock, arm_timer, serve_runs)
@@ -360,6 +388,51 @@ class Scheduling:
         assert firing.admission.run is not None  # else the door raised
         return firing.admission.run
 
+    def running_catalog(self) -> Catalog:
+        """The run-time schedules of the running scheduler (``ConfigurationError`` outside
+        ``run``, ``SchedulerDisabledError`` when switched off)."""
+        self.running_engine()
+        assert self.catalog is not None  # set with the engine
+        return self.catalog
+
+    async def put_schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        timezone: str,
+        handler: str,
+        args: Mapping[str, Any] | None = None,
+        on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
+        backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
+        max_runtime_ms: int | None = None,
+        by: str | None = None,
+    ) -> PutResult:
+        """Create or replace the run-time schedule ``name`` — every replica runs it within
+        one heartbeat, this one at once (see :mod:`.catalog`). ``handler`` names a
+        ``define_handler``; ``args`` (a JSON object, at most
+        :data:`~.runtime_schedules.MAX_ARGS_BYTES`) reach each firing as ``ctx.args``.
+
+        Refused, writing nothing: :class:`~.errors.InvalidScheduleError` (``.field`` names
+        the bad field), :class:`~.errors.DeclaredInCodeError` (a name declared in code)."""
+        return await self.running_catalog().put(
+            name,
+            cron=cron,
+            timezone=timezone,
+            handler=handler,
+            args=args,
+            on_overlap=on_overlap,
+            backfill=backfill,
+            max_runtime_ms=max_runtime_ms,
+            by=by,
+        )
+
+    async def delete_schedule(self, name: str, by: str | None = None) -> None:
+        """Delete the run-time schedule ``name`` on every replica (a firing in flight
+        finishes; nothing new fires). :class:`~.errors.ScheduleNotFoundError` when there is
+        none; :class:`~.errors.DeclaredInCodeError` for a declared one."""
+        await self.running_catalog().delete(name, by=by)
+
     async def current_pauses(self) -> PauseView:
         """The pauses copy, looked at again first when it is old (:meth:`Pauses.current`);
         before the scheduler runs nothing is paused."""
@@ -450,9 +523,15 @@ class Scheduling:
             self.clock = await database_clock(self.clock, self.store, self.config)
         # Before anything plans a slot: catch-up, takeovers and the external missed watcher
         # owe only what the versions say.
-        self.versions = await record_versions(
+        await record_versions(
             self.store, self.schedules, self.trigger_of, self.clock.now(), self.config.replica_id
         )
+        # Every schedule's versions — the run-time ones too — and the run-time schedules
+        # stored, armed below with the declared ones (the same catch-up, from their versions).
+        known = await self.store.definitions()
+        self.versions = Versions(known)
+        self.schedules.extend(load_runtime_schedules(known, self.handlers, self._declared))
+        self._seen_at_boot = newest_effective(known)
         self.metrics.watch(self)
         log_boot(self.schedules, self.config, self.effective_coordination, self.clock.now())
         return self.store
@@ -476,6 +555,9 @@ class Scheduling:
 
     async def _shutdown(self) -> None:
         self.engine = None
+        self.catalog = None
+        # the run-time schedules are the table's: the next boot loads them again
+        self.schedules[:] = [s for s in self.schedules if s.source != "runtime"]
         self.arrivals = None
         if self._wall_clock is not None:
             self.clock, self._wall_clock = self._wall_clock, None

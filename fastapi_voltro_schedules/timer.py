@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import anyio
+
 from .clock import steady
 from .fire_requests import Due
 from .logs import logger
@@ -61,6 +63,10 @@ class Timer:
         self._instants: list[datetime] = []
         self._due: dict[datetime, list[_Armed]] = {}
         self._armed: dict[str, _Armed] = {}
+        self._nap: anyio.CancelScope | None = None
+        """The loop's current sleep (``None`` while it works or before it runs)."""
+        self.running = False
+        """Inside :meth:`run`: firings found due can be handed to the dispatcher."""
         self.quiet: Callable[[], None] | None = None
         """Told when a wake found nothing due and the next instant is at least
         :data:`IDLE_SECONDS` away — after arming, and on the long sleeps between rare instants
@@ -74,6 +80,29 @@ class Timer:
             due_at = schedule.fires_at(schedule.next_occurrence(last_planned))
         armed = self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
         self._enqueue(armed)
+
+    def rearm(self, schedule: Schedule, after: datetime) -> None:
+        """Arm a schedule written at run time — new, or an edit of one armed here — from
+        ``after`` (its version's ``effective_from``): its first slot is the first one after
+        it. An edited schedule's slots already due are handed to the dispatcher first (they
+        belong to the version they were due under), and nothing it accounted for fires again.
+        Wakes the loop: the new first slot may come before the instant it sleeps until."""
+        old = self._armed.get(schedule.name)
+        if old is not None:
+            if self.running:
+                self.dispatch_due(self.time.now())
+            after = max(after, old.last_planned)
+        self.arm(schedule, after)
+        self._wake()
+
+    def disarm(self, name: str) -> bool:
+        """Stop firing ``name`` (a run-time schedule deleted): its heap entries are left to be
+        skipped (see :meth:`dispatch_due`). A run in flight is not touched."""
+        return self._armed.pop(name, None) is not None
+
+    def _wake(self) -> None:
+        if self._nap is not None:
+            self._nap.cancel()
 
     def _enqueue(self, armed: _Armed) -> None:
         bucket = self._due.get(armed.due_at)
@@ -98,17 +127,26 @@ class Timer:
     async def run(self) -> None:
         """Fire what is due, sleep until the next instant (at most 30 s); until cancelled."""
         clock = self.time
-        while True:
-            now = clock.now()
-            if self._instants and self._instants[0] <= now:
-                await self.pauses.current()  # a look at the table, if the copy's is old
-            dispatched = self.dispatch_due(now)
-            wait = MAX_SLEEP_SECONDS
-            if self._instants:
-                wait = min(wait, (self._instants[0] - now).total_seconds())
-            if not dispatched and wait >= IDLE_SECONDS and self.quiet is not None:
-                self.quiet()
-            await clock.sleep(max(wait, 0.0))
+        self.running = True
+        try:
+            while True:
+                now = clock.now()
+                if self._instants and self._instants[0] <= now:
+                    await self.pauses.current()  # a look at the table, if the copy's is old
+                dispatched = self.dispatch_due(now)
+                wait = MAX_SLEEP_SECONDS
+                if self._instants:
+                    wait = min(wait, (self._instants[0] - now).total_seconds())
+                if not dispatched and wait >= IDLE_SECONDS and self.quiet is not None:
+                    self.quiet()
+                # a schedule armed at run time (rearm) cuts the sleep short
+                with anyio.CancelScope() as nap:
+                    self._nap = nap
+                    await clock.sleep(max(wait, 0.0))
+                self._nap = None
+        finally:
+            self.running = False
+            self._nap = None
 
     def dispatch_due(self, now: datetime) -> bool:
         """Hand every firing due at ``now`` to the dispatcher; whether there was any."""

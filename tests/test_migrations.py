@@ -133,7 +133,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0007"
+    assert await current_revision(async_engine) == head_revision() == "0008"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -296,8 +296,9 @@ def test_script_location_and_head() -> None:
         "0005_runs_scheduled_index.py",
         "0006_schedule_definitions.py",
         "0007_pause_spans.py",
+        "0008_definition_tombstones.py",
     ]
-    assert head_revision() == "0007"
+    assert head_revision() == "0008"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -412,7 +413,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0007 (sqlite)"
+        "_voltro_schedule_leases at 0008 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -447,7 +448,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0007 (postgresql)"
+        "_voltro_schedule_leases at 0008 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -490,7 +491,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0007 (sqlite)" in proc.stdout
+    assert "at 0008 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

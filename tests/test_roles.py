@@ -25,6 +25,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
     schedules_router,
 )
@@ -59,6 +60,7 @@ GRANTS = {
 
 CLOCK_START = "2026-03-04T08:30:10+00:00"
 BACKFILL = {"from": "2026-03-02T00:00:00Z", "to": "2026-03-03T00:00:00Z"}
+PUT_BODY = {"cron": "0 4 * * *", "timezone": "UTC", "handler": "tenantReport"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,12 @@ ROUTES = (
           "/_voltro/inspect/schedules/selfJob/fire", frozenset({202, 409})),
     Route("POST", "/_voltro/inspect/schedules/{name}/backfill", "operator",
           "/_voltro/inspect/schedules/selfJob/backfill", frozenset({200}), BACKFILL),
+    # a run-time schedule: the first operator credential creates it, the next finds it so;
+    # then the first deletes it and the next finds none
+    Route("PUT", "/_voltro/inspect/schedules/{name}", "operator",
+          "/_voltro/inspect/schedules/tenant.matrix", frozenset({200, 201}), PUT_BODY),
+    Route("DELETE", "/_voltro/inspect/schedules/{name}", "operator",
+          "/_voltro/inspect/schedules/tenant.matrix", frozenset({204, 404})),
     # last: pause then resume, so the schedule is running again for whatever follows
     Route("POST", "/_voltro/inspect/schedules/{name}/pause", "operator",
           "/_voltro/inspect/schedules/selfJob/pause", frozenset({200}), {"reason": "matrix"}),
@@ -174,7 +182,8 @@ def _scheduling(sqlite_url: str) -> Scheduling:
         external_missed_policy="off",
     )
     clock = ManualClock(datetime.fromisoformat(CLOCK_START))
-    return Scheduling(schedules, config=config, clock=clock)
+    handlers = [define_handler(name="tenantReport")(_noop)]
+    return Scheduling(schedules, config=config, clock=clock, handlers=handlers)
 
 
 

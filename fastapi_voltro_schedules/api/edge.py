@@ -30,6 +30,7 @@ from ..errors import PayloadTooLargeError
 
 __all__ = [
     "MAX_BODY_BYTES",
+    "MAX_SCHEDULE_BODY_BYTES",
     "StorableText",
     "bounded",
     "check_declared_length",
@@ -46,25 +47,35 @@ is refused with 413 before it is held in memory — a declared ``Content-Length`
 else, a chunked body as soon as it passes the cap."""
 
 
-def too_large(size: int | None = None) -> PayloadTooLargeError:
+MAX_SCHEDULE_BODY_BYTES = 64 * 1024
+"""The largest body of ``PUT /_voltro/inspect/schedules/{name}`` (a run-time schedule): its
+``args`` may hold up to 16 KiB of JSON (``runtime_schedules.MAX_ARGS_BYTES``), which a client
+may send with every character escaped; the args' own limit is checked on the parsed value."""
+
+
+def too_large(size: int | None = None, limit: int = MAX_BODY_BYTES) -> PayloadTooLargeError:
     said = f" ({size:,} bytes)" if size is not None else ""
+    what = (
+        "a run-time schedule's body is its definition, with args of at most 16 KiB"
+        if limit == MAX_SCHEDULE_BODY_BYTES
+        else 'a range backfill body is {"from", "to", "confirm", "limit"}, a pause body '
+        '{"reason"}, nothing more'
+    )
     return PayloadTooLargeError(
-        f"the request body{said} is larger than the {MAX_BODY_BYTES:,} bytes these routes take "
-        '— a range backfill body is {"from", "to", "confirm", "limit"}, a pause body '
-        '{"reason"}, nothing more',
-        limit=MAX_BODY_BYTES,
+        f"the request body{said} is larger than the {limit:,} bytes this route takes — {what}",
+        limit=limit,
     )
 
 
-def check_declared_length(request: Request) -> None:
+def check_declared_length(request: Request, limit: int = MAX_BODY_BYTES) -> None:
     """413 for a declared ``Content-Length`` above :data:`MAX_BODY_BYTES`, before anything is
     read (and before the token is checked: refusing a size reveals nothing)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise too_large(int(declared))
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit)
 
 
-def bounded(request: Request) -> Request:
+def bounded(request: Request, limit: int = MAX_BODY_BYTES) -> Request:
     """``request`` with its body capped at :data:`MAX_BODY_BYTES`: its receive raises
     :func:`too_large` on the message that passes the cap, so whatever reads the body stops
     there (the server reads the rest off the socket and drops it, never holding it)."""
@@ -76,22 +87,22 @@ def bounded(request: Request) -> Request:
         message = await receive()
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
-            if received > MAX_BODY_BYTES:
-                raise too_large()
+            if received > limit:
+                raise too_large(limit=limit)
         return message
 
     return Request(request.scope, limited_receive)
 
 
-async def read_body(request: Request) -> bytes:
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     """The request body, read chunk by chunk and refused (413) as soon as it passes
     :data:`MAX_BODY_BYTES` (also for a request that did not come through :func:`bounded`)."""
-    check_declared_length(request)
+    check_declared_length(request, limit)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise too_large()
+        if len(body) > limit:
+            raise too_large(limit=limit)
     return bytes(body)
 
 

@@ -29,10 +29,12 @@ from ..errors import (
     BackfillRefusedError,
     BackfillRequestError,
     BackfillStoppedError,
+    DeclaredInCodeError,
     ForbiddenRoleError,
     FutureArrivalError,
     InvalidArrivalTimeError,
     InvalidQueryError,
+    InvalidScheduleError,
     NotExternallyTriggeredError,
     OffCadenceError,
     PayloadTooLargeError,
@@ -52,7 +54,7 @@ from ..errors import (
 )
 from ..logs import logger
 from .edge import MAX_BODY_BYTES as MAX_BODY_BYTES  # re-exported: the routes' docs quote it
-from .edge import bounded, check_declared_length
+from .edge import MAX_SCHEDULE_BODY_BYTES, bounded, check_declared_length
 from .edge import read_body as read_body  # re-exported for the routes that read a body
 
 ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
@@ -73,6 +75,8 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
     (BackfillRequestError, 422, "invalid_backfill"),
     (InvalidQueryError, 422, "invalid_query"),
     (BackfillStoppedError, 409, "backfill_stopped"),
+    (DeclaredInCodeError, 409, "declared_in_code"),
+    (InvalidScheduleError, 422, "invalid_schedule"),
     (StoreUnavailableError, 503, "store_unavailable"),
     (RunNowBusyError, 409, "busy"),
     (SchedulerShuttingDownError, 503, "shutting_down"),
@@ -148,6 +152,10 @@ def error_response(error: VoltroError) -> JSONResponse:
         body["runId"] = error.run_id
     elif isinstance(error, InvalidArrivalTimeError):
         body["header"] = error.header
+    elif isinstance(error, InvalidScheduleError):
+        body["field"] = error.field
+    elif isinstance(error, DeclaredInCodeError):
+        body["name"] = error.name
     elif isinstance(error, PayloadTooLargeError):
         body["limitBytes"] = error.limit
     elif isinstance(error, StoreUnavailableError | SchedulerNotRunningError):
@@ -211,13 +219,17 @@ class VoltroRoute(APIRoute):
     :func:`error_response` answers, and whose parameter validation errors and FastAPI
     refusals become bounded answers in the same shape."""
 
+    body_limit: int = MAX_BODY_BYTES
+    """The largest body this route reads (a subclass raises it for one route)."""
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        limit = self.body_limit
 
         async def route_handler(request: Request) -> Response:
             try:
-                check_declared_length(request)
-                return await handler(bounded(request))
+                check_declared_length(request, limit)
+                return await handler(bounded(request, limit))
             except VoltroError as error:
                 return error_response(error)
             except RequestValidationError as error:
@@ -243,3 +255,9 @@ def error_responses(*errors: type[VoltroError]) -> dict[int | str, dict[str, Any
                 entry["description"] = "; ".join(filter(None, [entry["description"], first]))
                 break
     return out
+
+
+class ScheduleBodyRoute(VoltroRoute):
+    """The route that writes a run-time schedule: its body may carry up to 16 KiB of args."""
+
+    body_limit = MAX_SCHEDULE_BODY_BYTES

@@ -87,13 +87,13 @@ async def list_schedules(request: Request) -> ScheduleList:
         fires_here=scheduling.fires_here,
         now=iso_z(now),
         schedules=[
-            _schedule_view(scheduling, s, last.get(s.name), pauses, now)
+            schedule_view(scheduling, s, last.get(s.name), pauses, now)
             for s in scheduling.schedules
         ],
     )
 
 
-def _schedule_view(
+def schedule_view(
     scheduling: Scheduling,
     schedule: Schedule,
     previous: RunRecord | None,
@@ -126,7 +126,7 @@ def _schedule_view(
         last_run=None if previous is None else InspectRunView.of(previous),
         paused=pause is not None,
         pause=None if pause is None else PauseView.of(pause),
-        source="code",
+        source=schedule.source,
     )
 
 
@@ -197,7 +197,7 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     last = await store.last_runs([name])
     versions = (await store.definitions([name])).get(name, [])
     now = scheduling.clock.now()
-    view = _schedule_view(
+    view = schedule_view(
         scheduling, schedule, last.get(name), await scheduling.current_pauses(), now
     )
     return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])

@@ -13,7 +13,7 @@ import binascii
 import json
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 from ..backfill import HARD_CEILING, from_iso, out_of_range
 from ..clock import iso_z
 from ..enums import RunStatus
-from ..errors import BackfillRequestError, InvalidQueryError, shown
+from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
 from ..records import DefinitionRecord, PauseRecord, RunRecord
 from .edge import StorableText
@@ -154,6 +154,11 @@ class VersionView(_Camel):
         "its cron before this instant are not owed by it."
     )
     source: str = Field(description="code | runtime")
+    deleted: bool = Field(
+        default=False,
+        description="A run-time schedule's deletion (a tombstone): nothing is owed from "
+        "effectiveFrom on, until it is written again.",
+    )
 
     @classmethod
     def of(cls, record: DefinitionRecord) -> VersionView:
@@ -167,6 +172,7 @@ class VersionView(_Camel):
             handler=record.handler,
             effective_from=iso_z(record.effective_from),
             source=record.source,
+            deleted=record.deleted,
         )
 
 
@@ -205,6 +211,40 @@ class FireAnswer(_Camel):
     status: Literal["accepted"]
     run_id: str = Field(description="Poll the runs listing (or /_voltro/schedules/runs/{runId}).")
     scheduled_at: str = Field(description="The instant of the click.")
+
+
+class PutScheduleRequest(BaseModel):
+    """``PUT /_voltro/inspect/schedules/{name}``: a run-time schedule's definition. The
+    values are checked by the scheduler (``put_schedule``), which names the field it refuses."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    cron: str = Field(description='Five fields ("0 9 * * *"), or six with leading seconds.')
+    timezone: str = Field(description='An IANA zone, e.g. "Europe/Berlin".')
+    handler: str = Field(description="The name of a handler registered with define_handler.")
+    args: Any = Field(
+        default=None,
+        description="A JSON object handed to each firing as ctx.args (at most 16 KiB).",
+    )
+    on_overlap: str = Field(default="skip", description="skip | queue | parallel")
+    backfill: str = Field(default="skip", description="skip | latest | all")
+    max_runtime_ms: Any = Field(default=None, description="Watchdog bound (default 30 min).")
+
+
+def put_schedule_request(raw: bytes) -> PutScheduleRequest:
+    """The PUT body, or :class:`InvalidScheduleError` (422) naming the first bad field."""
+    try:
+        return PutScheduleRequest.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        item = exc.errors()[0]
+        where = ".".join(shown(str(p), 60) for p in item["loc"]) or "body"
+        got = f" (got {shown(item['input'])})" if "input" in item and item["loc"] else ""
+        raise InvalidScheduleError(
+            f"invalid schedule — {where}: {shown(item['msg'], 200)}{got} — send a JSON object "
+            '{"cron", "timezone", "handler", "args"?, "onOverlap"?, "backfill"?, '
+            '"maxRuntimeMs"?}',
+            field=where,
+        ) from None
 
 
 def encode_cursor(run: RunRecord) -> str:
@@ -292,6 +332,7 @@ __all__ = [
     "PauseAnswer",
     "PauseRequest",
     "PauseView",
+    "PutScheduleRequest",
     "RunPage",
     "ScheduleList",
     "ScheduleView",
@@ -299,4 +340,5 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "parse_statuses",
+    "put_schedule_request",
 ]

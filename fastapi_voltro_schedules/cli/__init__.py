@@ -1,13 +1,13 @@
 """The ``voltro`` command line: one Typer app, one module per verb group.
 
 :mod:`.common` holds the apps and what every command shares; :mod:`.migrate`, :mod:`.serve`,
-:mod:`.backfill`, :mod:`.operate`, :mod:`.manifest` and :mod:`.audit` register their commands on
-import. A new verb group is a new module here, imported below.
+:mod:`.backfill`, :mod:`.operate`, :mod:`.runtime`, :mod:`.manifest` and :mod:`.audit` register
+their commands on import. A new verb group is a new module here, imported below.
 """
 
 from __future__ import annotations
 
-from . import audit, backfill, manifest, migrate, operate, serve
+from . import audit, backfill, manifest, migrate, operate, runtime, serve
 from .audit import schedule_audit
 from .backfill import schedule_backfill
 from .common import (
@@ -36,6 +36,7 @@ __all__ = [
     "migrate_command",
     "operate",
     "resolve_database_url",
+    "runtime",
     "schedule_app",
     "schedule_audit",
     "schedule_backfill",

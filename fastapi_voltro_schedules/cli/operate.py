@@ -87,6 +87,8 @@ class Api:
                 detail = response.text[:300]
             code = EXIT_BAD_INPUT if response.status_code in (404, 422) else EXIT_FAILED
             raise OperateError(f"{response.status_code}: {detail}", code)
+        if response.status_code == 204:
+            return None
         return response.json()
 
 

@@ -421,6 +421,13 @@ class Store(abc.ABC):
         newest first; a schedule with none is absent."""
 
     @abc.abstractmethod
+    async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
+        """Every version whose ``effective_from`` is after ``after``, oldest first (what a
+        replica reads to learn of run-time schedules written elsewhere; the caller overlaps
+        its reads, since a version may commit a little after the instant it is stamped
+        with)."""
+
+    @abc.abstractmethod
     async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
         """Insert each version unless its ``(name, version)`` is already recorded — then the
         stored row stays and this one is dropped (a peer recorded that version first: read

@@ -364,6 +364,9 @@ class InstrumentedStore(Store):
     ) -> dict[str, list[DefinitionRecord]]:
         return await self._counted("definitions", self._inner.definitions(names))
 
+    async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
+        return await self._counted("definitions_since", self._inner.definitions_since(after))
+
     async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
         await self._counted("add_definitions", self._inner.add_definitions(records))
 

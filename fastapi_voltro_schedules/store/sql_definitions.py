@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -37,6 +38,15 @@ class SQLDefinitions(SQLConnections):
             return found
 
         return await self._attempt("definitions", work, write=False)
+
+    async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
+        aware(after, "after")
+
+        async def work(conn: AsyncConnection) -> list[DefinitionRecord]:
+            rows = await conn.execute(q.definitions_since_select(after))
+            return [DefinitionRecord.from_row(row._mapping) for row in rows]
+
+        return await self._attempt("definitions_since", work, write=False)
 
     async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
         if not records:

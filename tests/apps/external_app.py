@@ -21,11 +21,13 @@ Environment:
 
 Schedules: ``hourly`` (``0 * * * *`` UTC), ``minutely`` (``* * * * *`` UTC), ``failing``
 (``30 9 * * *`` UTC, raises), ``berlinWeekday`` (``0 9 * * 1-5`` Europe/Berlin) — all
-``trigger="external"`` — and ``selfJob`` (``0 3 * * *``, ``trigger="self"``).
+``trigger="external"`` — and ``selfJob`` (``0 3 * * *``, ``trigger="self"``). Handler for
+run-time schedules: ``tenantReport`` (the same work).
 
-Test-only routes: ``POST /_test/clock``, ``GET /_test/metrics`` (Prometheus text of the global
-registry), ``GET /_test/watcher`` (what the external missed watcher accounted for) and
-``GET /_test/inspect-probe`` (guarded by the inspect token, as the inspect routes are).
+Test-only routes: ``POST /_test/clock``, ``POST /_test/clock/advance?seconds=``,
+``GET /_test/metrics`` (Prometheus text of the global registry), ``GET /_test/watcher``
+(what the external missed watcher accounted for) and ``GET /_test/inspect-probe`` (guarded
+by the inspect token, as the inspect routes are).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from fastapi_voltro_schedules import (
     Scheduling,
     SchedulingConfig,
     arrivals,
+    define_handler,
     define_schedule,
     schedules_router,
 )
@@ -105,7 +108,10 @@ schedules = [
     ),
 ]
 
-scheduling = Scheduling(schedules, config=config, clock=clock)
+# a handler run-time schedules may name (PUT /_voltro/inspect/schedules/{name})
+tenant_report = define_handler(name="tenantReport")(_work)
+
+scheduling = Scheduling(schedules, config=config, clock=clock, handlers=[tenant_report])
 app = FastAPI(title="voltro external-trigger test app", lifespan=scheduling.lifespan)
 app.include_router(schedules_router)
 
@@ -114,6 +120,14 @@ app.include_router(schedules_router)
 async def set_clock(to: str) -> dict[str, str]:
     clock.set(datetime.fromisoformat(to))
     await anyio.lowlevel.checkpoint()  # let woken sleepers run before answering
+    return {"now": clock.now().isoformat()}
+
+
+@app.post("/_test/clock/advance")
+async def advance_clock(seconds: float) -> dict[str, str]:
+    """Move wall and elapsed time together (``/_test/clock`` is a wall step, which the timer
+    holds): what a test that waits for the timer to fire a slot needs."""
+    await clock.advance(seconds)
     return {"now": clock.now().isoformat()}
 
 

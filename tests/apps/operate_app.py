@@ -2,7 +2,8 @@
 apps.operate_app:app`` (``tests/`` on the path). Config from ``VOLTRO_*``.
 
 Schedules (all far from firing during a test): ``ok`` succeeds, ``boom`` raises, ``berlin``
-(``30 2 * * *`` Europe/Berlin) crosses the spring-forward gap on 2026-03-29.
+(``30 2 * * *`` Europe/Berlin) crosses the spring-forward gap on 2026-03-29. Handler for
+run-time schedules: ``tenantReport``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
     schedules_router,
 )
@@ -33,6 +35,7 @@ scheduling = Scheduling(
         define_schedule(name="berlin", cron="30 2 * * *", timezone="Europe/Berlin", handler=ok),
     ],
     config=SchedulingConfig(),
+    handlers=[define_handler(name="tenantReport")(ok)],
 )
 app = FastAPI(lifespan=scheduling.lifespan)
 app.include_router(schedules_router)

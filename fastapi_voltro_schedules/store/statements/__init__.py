@@ -38,7 +38,7 @@ from .claims import (
     line_lock,
     slots_with_rows,
 )
-from .definitions import definitions_insert, definitions_select
+from .definitions import definitions_insert, definitions_select, definitions_since_select
 from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
 from .pauses import (
     pause_again,
@@ -115,6 +115,7 @@ __all__ = [
     "database_now_sql",
     "definitions_insert",
     "definitions_select",
+    "definitions_since_select",
     "dialect_family",
     "driver_statement",
     "finish_update",

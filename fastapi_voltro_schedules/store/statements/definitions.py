@@ -4,6 +4,7 @@ replica that records a change when several boot with it at once."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Insert, Select, insert, select
@@ -41,3 +42,13 @@ def definitions_select(names: Collection[str] | None = None) -> Select[Any]:
     if names is not None:
         stmt = stmt.where(c.name.in_(sorted(names)))
     return stmt
+
+
+def definitions_since_select(after: datetime) -> Select[Any]:
+    """Versions that took effect after ``after``, oldest first (by the effective_from index)."""
+    c = definitions_table.c
+    return (
+        select(definitions_table)
+        .where(c.effective_from > after)
+        .order_by(c.effective_from, c.name, c.version)
+    )

@@ -1,0 +1,108 @@
+"""Writing run-time schedules over HTTP (operator token): ``PUT`` and ``DELETE
+/_voltro/inspect/schedules/{name}``.
+
+The routes parse, call :meth:`Scheduling.put_schedule` / :meth:`Scheduling.delete_schedule`,
+and answer the schedule as the listing shows it. Refusals are the domain's, mapped in
+:mod:`.errors`: a bad field ``422 invalid_schedule`` with ``field`` (the body's key), a name
+declared in code ``409 declared_in_code``, an unknown name on ``DELETE`` ``404``, the read-only
+role ``403``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from pydantic.alias_generators import to_camel
+
+from ..errors import (
+    DeclaredInCodeError,
+    InvalidScheduleError,
+    PayloadTooLargeError,
+    ScheduleNotFoundError,
+    StoreUnavailableError,
+)
+from .auth import InspectAuth, OperatorRole, engine_of, scheduling_of
+from .edge import MAX_SCHEDULE_BODY_BYTES
+from .errors import ScheduleBodyRoute, error_responses, read_body
+from .inspect import INSPECT_PREFIX, schedule_view
+from .inspect_models import PutScheduleRequest, ScheduleView, put_schedule_request
+
+__all__ = ["router"]
+
+# ScheduleBodyRoute: the PUT's body may carry up to 16 KiB of args (the DELETE reads none)
+router = APIRouter(
+    route_class=ScheduleBodyRoute, dependencies=[InspectAuth], tags=["voltro inspect"]
+)
+
+
+@router.put(
+    f"{INSPECT_PREFIX}/{{name}}",
+    summary="Create or replace a run-time schedule (201 created, 200 replaced)",
+    description="Every replica runs it within one heartbeat, the answering one at once. An "
+    "edit is a new definition version effective now: no slot its previous version ran is run "
+    "again, and none of the new cadence from before the edit is owed. The body is at most "
+    f"{MAX_SCHEDULE_BODY_BYTES:,} bytes; its args at most 16 KiB of JSON.",
+    response_model=ScheduleView,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": PutScheduleRequest.model_json_schema(by_alias=True)}
+            },
+        }
+    },
+    responses={
+        201: {"description": "Created", "model": ScheduleView},
+        **error_responses(
+            InvalidScheduleError,
+            DeclaredInCodeError,
+            PayloadTooLargeError,
+            StoreUnavailableError,
+        ),
+    },
+)
+async def put_schedule(
+    name: str, request: Request, response: Response, role: OperatorRole
+) -> ScheduleView:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped or switched off
+    body = put_schedule_request(await read_body(request, MAX_SCHEDULE_BODY_BYTES))
+    try:
+        result = await scheduling.put_schedule(
+            name,
+            cron=body.cron,
+            timezone=body.timezone,
+            handler=body.handler,
+            args=body.args,
+            on_overlap=body.on_overlap,
+            backfill=body.backfill,
+            max_runtime_ms=body.max_runtime_ms,
+            by=role.value,
+        )
+    except InvalidScheduleError as error:  # the field as the body spells it
+        raise InvalidScheduleError(str(error), field=to_camel(error.field)) from None
+    response.status_code = 201 if result.created else 200
+    store = scheduling.running_store()
+    last = await store.last_runs([name])
+    return schedule_view(
+        scheduling,
+        result.schedule,
+        last.get(name),
+        await scheduling.current_pauses(),
+        scheduling.clock.now(),
+    )
+
+
+@router.delete(
+    f"{INSPECT_PREFIX}/{{name}}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a run-time schedule on every replica",
+    description="Nothing new fires (a firing in flight finishes); its ledger rows stay. A "
+    "declared schedule answers 409 declared_in_code; an unknown name 404.",
+    responses=error_responses(ScheduleNotFoundError, DeclaredInCodeError, StoreUnavailableError),
+)
+async def delete_schedule(name: str, request: Request, role: OperatorRole) -> Response:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)
+    await scheduling.delete_schedule(name, by=role.value)
+    return Response(status_code=204)

@@ -1,0 +1,108 @@
+"""Run-time schedules from the command line: ``voltro schedule put|delete``.
+
+Both talk to ``PUT``/``DELETE /_voltro/inspect/schedules/{name}`` of a running app (``--url``
++ the operator's ``--token``) or of the app imported here (``--app module:app``, booted
+without arming any timer: the running app's replicas pick the write up within a heartbeat),
+as the other operator verbs do (:mod:`.operate`). Exit status: 0 done, 1 refused (409: the
+name is declared in code) or anything else went wrong, 2 bad input (a field the scheduler
+refused, named) or, for ``delete``, an unknown schedule.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+
+from .common import schedule_app
+from .operate import (
+    EXIT_BAD_INPUT,
+    INSPECT,
+    AppOpt,
+    JsonOpt,
+    OperateError,
+    TokenOpt,
+    UrlOpt,
+    _print_json,
+    _run,
+    connect,
+)
+
+
+def _args(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise OperateError(
+            f"--args is not JSON ({exc}) — pass a JSON object, e.g. "
+            '--args \'{"tenant": "acme"}\'',
+            EXIT_BAD_INPUT,
+        ) from None
+
+
+@schedule_app.command("put")
+def put_command(
+    name: Annotated[str, typer.Argument(help="The run-time schedule to create or replace.")],
+    cron: Annotated[str, typer.Option("--cron", help='e.g. "0 9 * * *"')],
+    timezone: Annotated[str, typer.Option("--timezone", help='IANA zone, e.g. "Europe/Berlin"')],
+    handler: Annotated[str, typer.Option("--handler", help="A define_handler name.")],
+    args: Annotated[
+        str | None, typer.Option("--args", help="JSON object handed to each firing (ctx.args).")
+    ] = None,
+    on_overlap: Annotated[
+        str, typer.Option("--on-overlap", help="skip | queue | parallel")
+    ] = "skip",
+    backfill: Annotated[str, typer.Option("--backfill", help="skip | latest | all")] = "skip",
+    max_runtime_ms: Annotated[
+        int | None, typer.Option("--max-runtime-ms", help="Watchdog bound (default 30 min).")
+    ] = None,
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or replace the run-time schedule NAME (every replica runs it within a
+    heartbeat)."""
+
+    async def go() -> Any:
+        body: dict[str, Any] = {
+            "cron": cron,
+            "timezone": timezone,
+            "handler": handler,
+            "onOverlap": on_overlap,
+            "backfill": backfill,
+        }
+        if args is not None:
+            body["args"] = _args(args)
+        if max_runtime_ms is not None:
+            body["maxRuntimeMs"] = max_runtime_ms
+        async with connect(app, url, token) as api:
+            return await api.call("PUT", f"{INSPECT}/{quote(name, safe='')}", json=body)
+
+    view = _run(go())
+    if as_json:
+        _print_json(view)
+        return
+    next_firing = view.get("nextFiring") or "—"
+    typer.echo(f"{name}: {view['cron']} ({view['timezone']}) handler={handler} next={next_firing}")
+
+
+@schedule_app.command("delete")
+def delete_command(
+    name: Annotated[str, typer.Argument(help="The run-time schedule to delete.")],
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Delete the run-time schedule NAME on every replica (a firing in flight finishes)."""
+
+    async def go() -> None:
+        async with connect(app, url, token) as api:
+            await api.call("DELETE", f"{INSPECT}/{quote(name, safe='')}")
+
+    _run(go())
+    typer.echo(f"{name}: deleted")
