@@ -24,7 +24,7 @@ from .coordination import Verdict
 from .definitions import NO_VERSIONS, Versions
 from .enums import BackfillPolicy, Trigger
 from .errors import StoreUnavailableError
-from .fire_requests import FireRequest, Why
+from .fire_requests import Due, FireRequest, Why
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
 from .planning import BOOT_GRACE, CatchUpPlan, plan_boot_backfill, plan_resume
@@ -99,11 +99,23 @@ async def catch_up(
     return start_from
 
 
-async def start_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:
-    """Carry one schedule's catch-up out: record its ``missed`` slots, then every slot to fire
-    joins the line, oldest first (boot, and a ``cluster`` takeover the membership answered)."""
-    await dispatcher.record_missed([(schedule, plan.missed)], Trigger.SELF)
-    await _fire_plan(dispatcher, schedule, plan)
+async def start_plans(
+    dispatcher: Dispatcher, taken: Sequence[tuple[Schedule, CatchUpPlan]]
+) -> None:
+    """Carry the catch-ups a ``cluster`` takeover owes out together: every schedule's
+    ``missed`` slots in one write, then every slot to fire as one :class:`Due` through the door
+    — one slot of a schedule without a line joins one herd (one fenced insert for all), a
+    line's slots join it oldest first. One by one, a takeover of 3,000 schedules at a herd's
+    instant was 3,000 firings, each with its own fenced insert, racing for the pool: the store
+    stopped answering within its 8 s bound and 2,619 of 10,000 slots failed closed (bench herd,
+    Postgres ×3 `cluster`)."""
+    await dispatcher.record_missed([(s, plan.missed) for s, plan in taken], Trigger.SELF)
+    due = Due(why=Why.CATCH_UP)
+    for schedule, plan in taken:
+        if plan.fire:
+            due.add(schedule, list(plan.fire))
+    if due.schedules:
+        await dispatcher.fire(due)
 
 
 async def _fire_plan(dispatcher: Dispatcher, schedule: Schedule, plan: CatchUpPlan) -> None:

@@ -243,26 +243,30 @@ class Dispatcher:
     # -- the timer's instant ---------------------------------------------------------------
 
     async def _fire_due(self, due: Due) -> None:
-        """The timer's instant. A schedule that fell behind (several slots) follows its
-        ``backfill`` policy (``planning.plan_fall_behind``): the slots it writes off are
-        recorded ``missed`` for every such schedule in one write, and what it still fires is
-        a request like any other. One slot of a schedule without a line joins the herd; a line
-        (``queue``, or several owed ``all`` slots) is carried out beside it, in the
-        background."""
+        """Many schedules at once: the timer's instant, or a takeover's catch-up. At the
+        timer's instant a schedule that fell behind (several slots) follows its ``backfill``
+        policy (``planning.plan_fall_behind``): the slots it writes off are recorded
+        ``missed`` for every such schedule in one write, and what it still fires is a request
+        like any other (a catch-up's slots come planned, its written-off ones recorded). One
+        slot of a schedule without a line joins the herd; a line (``queue``, or owed ``all``
+        slots) is carried out beside it, in the background."""
+        timer = due.why is Why.TIMER
         herd: list[Schedule] = []
         herd_slots: list[datetime] = []
         missed: list[tuple[Schedule, list[datetime]]] = []
         for schedule, slots in zip(due.schedules, due.slots, strict=True):
-            if len(slots) > 1:
+            if timer and len(slots) > 1:
                 plan = plan_fall_behind(slots, schedule.backfill)
                 if plan.missed:
                     missed.append((schedule, plan.missed))
                 slots = plan.fire
-            if len(slots) == 1 and schedule.on_overlap is not OverlapPolicy.QUEUE:
+            # a catch-up slot of an `all` schedule is owed (see fire): it joins the line
+            owed = schedule.backfill is BackfillPolicy.ALL and (len(slots) > 1 or not timer)
+            if len(slots) == 1 and not owed and schedule.on_overlap is not OverlapPolicy.QUEUE:
                 herd.append(schedule)
                 herd_slots.append(slots[0])
             elif slots:
-                self.spawn(self._fire_line, schedule, slots)
+                self.spawn(self._fire_line, schedule, slots, owed)
         del due  # the instant as the timer handed it is no longer needed
         if missed:
             # 10,000 schedules falling behind together (a slow boot, a stalled host) are one
@@ -288,12 +292,11 @@ class Dispatcher:
         if self.settled is not None:
             self.settled()
 
-    async def _fire_line(self, schedule: Schedule, slots: list[datetime]) -> None:
+    async def _fire_line(self, schedule: Schedule, slots: list[datetime], owed: bool) -> None:
         """The slots one schedule still fires at this instant join its line at once, oldest
-        first: a ``queue`` schedule's, or the owed slots of an ``all`` schedule that fell
-        behind (each with its own row, see catchup.start_plan). A slot due while they wait
-        queues behind them, as the line orders by scheduled_at."""
-        owed = schedule.backfill is BackfillPolicy.ALL and len(slots) > 1
+        first: a ``queue`` schedule's, or the ``owed`` slots of an ``all`` schedule that fell
+        behind or is caught up (each with its own row, see catchup.start_plans). A slot due
+        while they wait queues behind them, as the line orders by scheduled_at."""
         firings = [await self._submit(schedule, slot, Trigger.SELF, owed=owed) for slot in slots]
         for firing in firings:
             await firing.finished()

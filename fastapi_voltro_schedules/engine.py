@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import catch_up, resume_orphans, start_plan
+from .catchup import catch_up, resume_orphans, start_plans
 from .coordination import (
     Admitter,
     Chain,
@@ -277,9 +277,10 @@ class Engine:
     def _take_over(self, plans: Mapping[str, CatchUpPlan]) -> None:
         """The membership answered what it took over: each catch-up runs in the background
         (a slow one must not delay the next beat, which renews the leases)."""
-        by_name = {s.name: s for s in self.schedules} if plans else {}
-        for name, plan in plans.items():
-            self.dispatcher.spawn(start_plan, self.dispatcher, by_name[name], plan)
+        if plans:
+            by_name = {s.name: s for s in self.schedules}
+            taken = [(by_name[name], plan) for name, plan in plans.items()]
+            self.dispatcher.spawn(start_plans, self.dispatcher, taken)
 
     async def resume_orphans(self) -> int:
         """Put the owed ``queued`` rows of stopped replicas back in line (see

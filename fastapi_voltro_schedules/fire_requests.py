@@ -76,13 +76,18 @@ class FireRequest:
 
 @dataclass(slots=True)
 class Due:
-    """The timer's requests at one instant (:attr:`Why.TIMER`), column-wise: ``schedules[i]``
-    owes ``slots[i]`` (one slot, or several when it fell behind). Two aligned lists instead of
-    a request per firing: a herd of 10,000 then allocates nothing per firing for the collector
-    to promote (see :meth:`.coordination.Admitter.admit_many`)."""
+    """Many schedules' requests at once, column-wise: ``schedules[i]`` owes ``slots[i]``. Two
+    aligned lists instead of a request per firing: a herd of 10,000 then allocates nothing per
+    firing for the collector to promote (see :meth:`.coordination.Admitter.admit_many`).
+
+    ``why``: :attr:`Why.TIMER` — the timer's instant (one slot, or several when a schedule
+    fell behind: the dispatcher plans them by its ``backfill``); or :attr:`Why.CATCH_UP` — the
+    slots a ``cluster`` takeover's catch-ups fire, already planned (a takeover of 3,000
+    schedules is one herd, not 3,000 firings racing for the store)."""
 
     schedules: list[Schedule] = field(default_factory=list)
     slots: list[list[datetime]] = field(default_factory=list)
+    why: Why = Why.TIMER
 
     def add(self, schedule: Schedule, slots: list[datetime]) -> None:
         self.schedules.append(schedule)
