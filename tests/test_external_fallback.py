@@ -164,7 +164,8 @@ async def test_on_time_silent_and_late_arrival(
     s = Scheduling([job], config=config, clock=clock, metrics=metrics)
     caplog.set_level(logging.INFO, logger="fastapi_voltro_schedules")
     async with s.run():
-        await wait_until(lambda: _true(clock.sleepers >= 4))
+        # every loop parked on the clock, the definitions follower (run-time schedules) too
+        await wait_until(lambda: _true(clock.sleepers >= 5))
 
         # 1. on time: the platform triggers 12:01; its window closes at 12:02 — no fallback
         clock.set(minute(1, 2))
@@ -249,7 +250,8 @@ async def test_missed_policy_off_keeps_the_fallback_and_backfill_applies_after_b
     s = Scheduling([job, plain], config=config, clock=clock, metrics=metrics)
     caplog.set_level(logging.INFO, logger="fastapi_voltro_schedules")
     async with s.run():
-        await wait_until(lambda: _true(clock.sleepers >= 4))
+        # every loop parked on the clock, the definitions follower (run-time schedules) too
+        await wait_until(lambda: _true(clock.sleepers >= 5))
         # one jump over three windows (12:01, 12:02, 12:03 close at :10 past): fell behind
         clock.set(minute(3, 13))
 

@@ -69,6 +69,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "0005_runs_scheduled_index.py",
         "0006_schedule_definitions.py",
         "0007_pause_spans.py",
+        "0008_definition_tombstones.py",
     ]
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()

@@ -88,6 +88,7 @@ def test_no_route_answers_500(api_schema: Any) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
     labels = sorted(f"{op.method.upper()} {op.path}" for op in operations)
     assert labels == [  # every route of the package, and only those
+        "DELETE /_voltro/inspect/schedules/{name}",
         "GET /_voltro/dashboard",
         "GET /_voltro/health",
         "GET /_voltro/inspect/schedules",
@@ -101,6 +102,7 @@ def test_no_route_answers_500(api_schema: Any) -> None:
         "POST /_voltro/inspect/schedules/{name}/pause",
         "POST /_voltro/inspect/schedules/{name}/resume",
         "POST /_voltro/schedules/{name}/trigger",
+        "PUT /_voltro/inspect/schedules/{name}",
     ]
     for operation in operations:
 
