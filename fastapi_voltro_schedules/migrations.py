@@ -1,4 +1,4 @@
-"""Alembic, driven from code: the ledger schema of ``_voltro_schedule_runs`` / ``_claims``.
+"""Alembic, driven from code: the ledger schema (the ``_voltro_schedule_*`` tables).
 
 The migrations live in the repo's top-level ``alembic/`` and ship inside the wheel as
 ``fastapi_voltro_schedules/_alembic``; :func:`script_location` finds whichever is there, and
@@ -10,9 +10,10 @@ migrations always run on one connection opened here (``engine.connect()`` → ``
 so an in-memory SQLite engine or a shared engine is migrated in place. Concurrent migrators
 (replicas running ``voltro migrate`` at once) are serialised by a database lock.
 
-Only our two tables (and our own version table, ``_voltro_alembic_version``) are ever looked
-at: :func:`include_name` / :func:`include_object` keep the user's tables in the same database
-out of every comparison, so an autogenerate here can never propose to drop them.
+Only our tables (:data:`VOLTRO_TABLES`, and our own version table,
+``_voltro_alembic_version``) are ever looked at: :func:`include_name` /
+:func:`include_object` keep the user's tables in the same database out of every comparison,
+so an autogenerate here can never propose to drop them.
 """
 
 from __future__ import annotations
