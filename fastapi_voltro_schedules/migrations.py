@@ -49,7 +49,7 @@ from .models import (
     UTCDateTime,
     voltro_metadata,
 )
-from .urls import normalize_database_url, redact_url
+from .urls import normalize_database_url, redact_url, require_driver
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
@@ -249,6 +249,7 @@ async def _with_connection(
     url = async_url(target)
     if create_parent_dir:
         _ensure_sqlite_dir(url)
+    require_driver(url)
     try:
         engine = create_async_engine(url, poolclass=NullPool)
     except Exception as exc:

@@ -33,6 +33,7 @@ from ..models import (
     PAUSES_TABLE,
     RUNS_TABLE,
 )
+from ..urls import require_driver
 from .common import (
     AppOption,
     CliError,
@@ -47,6 +48,8 @@ from .common import (
 
 async def _migrate(target: str | AsyncEngine) -> tuple[str | None, str]:
     # The app's own engine is migrated in place (and disposed: this process ends here).
+    if not isinstance(target, AsyncEngine):
+        require_driver(target)
     engine = (
         target
         if isinstance(target, AsyncEngine)
