@@ -17,6 +17,7 @@ variables; this file holds the rest a reader copies into SQL, code or a URL:
 from __future__ import annotations
 
 import re
+import tomllib
 from enum import Enum
 from pathlib import Path
 from typing import Any, get_args
@@ -180,6 +181,27 @@ def test_every_route_the_docs_name_exists() -> None:
     assert "/_voltro/schedules/{name}/trigger" in routes  # the walk sees the included routers
     unknown = sorted(f"{m} ({p})" for m, p in route_mentions(PAGES) if not route_exists(m, routes))
     assert not unknown, f"the docs name routes the app does not have: {unknown}"
+
+
+# --- extras -------------------------------------------------------------------------------
+
+EXTRA = re.compile(r"fastapi-voltro-schedules\[([a-z,]+)\]")
+
+
+def test_the_docs_name_the_driver_extras_where_a_database_is_chosen() -> None:
+    extras = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    named = {
+        (extra, _where(page))
+        for page in PAGES
+        for group in EXTRA.findall(_text(page))
+        for extra in group.split(",")
+    }
+    unknown = sorted(f"[{e}] ({p})" for e, p in named if e not in extras)
+    assert not unknown, f"the docs name extras pyproject.toml does not define: {unknown}"
+    for page in ("README.md", "docs/configuration.md", "docs/migrations.md"):
+        assert {("postgres", page), ("mysql", page)} <= named, f"{page} names no driver extra"
 
 
 # --- the checks themselves ----------------------------------------------------------------
