@@ -1,4 +1,4 @@
-"""Alembic, driven from code: the ledger schema of ``_voltro_schedule_runs`` / ``_claims``.
+"""Alembic, driven from code: the ledger schema (the ``_voltro_schedule_*`` tables).
 
 The migrations live in the repo's top-level ``alembic/`` and ship inside the wheel as
 ``fastapi_voltro_schedules/_alembic``; :func:`script_location` finds whichever is there, and
@@ -10,14 +10,16 @@ migrations always run on one connection opened here (``engine.connect()`` → ``
 so an in-memory SQLite engine or a shared engine is migrated in place. Concurrent migrators
 (replicas running ``voltro migrate`` at once) are serialised by a database lock.
 
-Only our two tables (and our own version table, ``_voltro_alembic_version``) are ever looked
-at: :func:`include_name` / :func:`include_object` keep the user's tables in the same database
-out of every comparison, so an autogenerate here can never propose to drop them.
+Only our tables (:data:`VOLTRO_TABLES`, and our own version table,
+``_voltro_alembic_version``) are ever looked at: :func:`include_name` /
+:func:`include_object` keep the user's tables in the same database out of every comparison,
+so an autogenerate here can never propose to drop them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -47,7 +49,7 @@ from .models import (
     UTCDateTime,
     voltro_metadata,
 )
-from .urls import normalize_database_url, redact_url
+from .urls import normalize_database_url, redact_url, require_driver
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
@@ -62,10 +64,12 @@ __all__ = [
     "include_name",
     "include_object",
     "is_at_head",
+    "pending_upgrade",
     "redact_url",
     "render_item",
     "schema_matches_models",
     "script_location",
+    "upgrade_sql",
     "upgrade_to_head",
 ]
 
@@ -245,6 +249,7 @@ async def _with_connection(
     url = async_url(target)
     if create_parent_dir:
         _ensure_sqlite_dir(url)
+    require_driver(url)
     try:
         engine = create_async_engine(url, poolclass=NullPool)
     except Exception as exc:
@@ -365,6 +370,40 @@ async def current_revision(target: str | URL | AsyncEngine) -> str | None:
 async def is_at_head(target: str | URL | AsyncEngine) -> bool:
     """Whether the ledger tables of ``target`` are at the newest migration."""
     return await current_revision(target) == head_revision()
+
+
+def upgrade_sql(database_url: str | URL, *, start: str | None = None) -> str:
+    """The DDL ``voltro migrate`` would run, as a SQL script for a DBA (Alembic's offline mode).
+
+    Rendered for the URL's database kind (PostgreSQL, MariaDB/MySQL, SQLite) from an empty
+    database, or from revision ``start``; nothing is opened or connected to — the URL only picks
+    the dialect — so a database that does not exist yet, or is out of reach, is fine.
+    """
+    buffer = io.StringIO()
+    config = alembic_config(database_url)
+    config.output_buffer = buffer
+    command.upgrade(config, f"{start}:head" if start else "head", sql=True)
+    return buffer.getvalue()
+
+
+async def pending_upgrade(target: str | URL | AsyncEngine) -> str | None:
+    """Why boot would refuse ``target``'s schema (``None``: it is at head, or the application's
+    own Alembic manages tables exactly as modelled — what :func:`ensure_schema` accepts).
+
+    A SQLite file that does not exist is reported as such and is not created.
+    """
+    url = target.url if isinstance(target, AsyncEngine) else async_url(target)
+    database = sqlite_file(url)
+    if database is not None and not database.exists():
+        return f"has no ledger tables ({database} does not exist), head is {head_revision()}"
+    current = await current_revision(target)
+    head = head_revision()
+    if current == head:
+        return None
+    if current is None and await schema_matches_models(target):
+        return None
+    state = "has no ledger tables" if current is None else f"is at revision {current}"
+    return f"{state}, head is {head}"
 
 
 def _schema_matches_models_sync(conn: Connection) -> bool:

@@ -10,11 +10,20 @@ refused with the fix, instead of the raw SQLAlchemy error it would raise at boot
 
 from __future__ import annotations
 
+import importlib
+
 from sqlalchemy.engine import URL, make_url
 
 from .errors import ConfigurationError
 
-__all__ = ["ASYNC_DRIVERS", "SYNC_DRIVERS", "normalize_database_url", "redact_url"]
+__all__ = [
+    "ASYNC_DRIVERS",
+    "DRIVER_EXTRAS",
+    "SYNC_DRIVERS",
+    "normalize_database_url",
+    "redact_url",
+    "require_driver",
+]
 
 ASYNC_DRIVERS: dict[str, str] = {
     "sqlite": "sqlite+aiosqlite",
@@ -30,6 +39,27 @@ SYNC_DRIVERS = frozenset(
      "mysqlconnector", "mariadbconnector", "cymysql", "pyodbc"}
 )  # fmt: skip
 """DBAPIs SQLAlchemy drives synchronously: they cannot serve an ``AsyncEngine``."""
+
+
+DRIVER_EXTRAS: dict[str, str] = {"asyncpg": "postgres", "asyncmy": "mysql"}
+"""Async driver → the package extra that installs it (aiosqlite is a hard dependency)."""
+
+
+def require_driver(url: str | URL) -> None:
+    """:class:`ConfigurationError` naming the extra to install when ``url``'s async driver
+    cannot be imported — instead of SQLAlchemy's bare ``No module named 'asyncpg'``."""
+    u = make_url(url)
+    driver = u.get_driver_name()
+    extra = DRIVER_EXTRAS.get(driver)
+    if extra is None:
+        return
+    try:
+        importlib.import_module(driver)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{redact_url(u)} needs the {driver} driver, which is not installed ({exc}) — "
+            f"install it with: pip install 'fastapi-voltro-schedules[{extra}]'"
+        ) from None
 
 
 def normalize_database_url(url: str | URL, *, source: str = "VOLTRO_DATABASE_URL") -> URL:

@@ -21,8 +21,6 @@ LOADED_INDIRECTLY = {
     "aiosqlite": "SQLAlchemy loads it for sqlite+aiosqlite:// URLs (the embedded default)",
     "tzdata": "zoneinfo reads it where the system has no tz database (Windows, slim images)",
     "uvicorn": "imported inside voltro dev/serve only; declared so those verbs work",
-    "prometheus-fastapi-instrumentator": "the example app (the README's first command) "
-    "instruments its HTTP side with it",
 }
 
 
@@ -75,3 +73,70 @@ def test_version_flag_prints_the_installed_version() -> None:
     assert result.stdout.strip() == (
         f"voltro (fastapi-voltro-schedules) {version('fastapi-voltro-schedules')}"
     )
+
+
+def _project() -> dict[str, object]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]  # type: ignore[no-any-return]
+
+
+def test_the_example_apps_instrumentator_is_an_extra_not_a_dependency() -> None:
+    project = _project()
+    extras = project["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert "prometheus-fastapi-instrumentator" not in _runtime_dependencies()
+    assert "prometheus-fastapi-instrumentator" in {_name(r) for r in extras["example"]}
+    assert "prometheus_fastapi_instrumentator" not in {m for m in _imported_modules(PACKAGE)}, (
+        "the package itself must not import the example app's instrumentator"
+    )
+    assert "prometheus_fastapi_instrumentator" in _imported_modules(REPO / "example_app")
+    readme = (REPO / "README.md").read_text()
+    assert "pip install -e '.[example]' && .venv/bin/uvicorn example_app.main:app" in readme
+
+
+def _imported_modules(root: Path) -> set[str]:
+    modules: set[str] = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_the_server_drivers_are_extras() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert {_name(r) for r in extras["postgres"]} == {"asyncpg"}
+    assert {_name(r) for r in extras["mysql"]} == {"asyncmy"}
+    assert not {"asyncpg", "asyncmy"} & _runtime_dependencies()
+
+
+def test_license_classifiers_and_urls() -> None:
+    project = _project()
+    assert project["license"] == "MIT"
+    license_text = (REPO / "LICENSE").read_text()
+    assert license_text.startswith("MIT License")
+    assert "Copyright (c) the fastapi-voltro-schedules authors" in license_text
+    classifiers = project["classifiers"]
+    assert isinstance(classifiers, list)
+    assert "Framework :: FastAPI" in classifiers
+    assert "Typing :: Typed" in classifiers
+    assert not any(c.startswith("License ::") for c in classifiers)  # PEP 639: `license` says it
+    requires = str(project["requires-python"]).removeprefix(">=")
+    assert f"Programming Language :: Python :: {requires}" in classifiers
+    urls = project["urls"]
+    assert isinstance(urls, dict) and urls
+    assert all(str(u).startswith("https://") for u in urls.values())
+
+
+def test_typer_floor_is_one_that_works_with_the_click_it_resolves() -> None:
+    """typer < 0.15.4 resolves the newest click, which breaks it (0.12: `voltro --version`
+    crashes; 0.13–0.15.3: `--help`); .ci/lowest-deps installs the floors and runs both."""
+    floors = {
+        _name(r): r.split(">=", 1)[1].split(",")[0].strip()
+        for r in _project()["dependencies"]  # type: ignore[attr-defined]
+        if ">=" in r
+    }
+    assert tuple(int(x) for x in floors["typer"].split(".")) >= (0, 15, 4)
+    assert tuple(int(x) for x in floors["typing-extensions"].split(".")) >= (4, 8)  # fastapi's

@@ -15,7 +15,7 @@ import typer
 from ..manifests import ManifestError, ManifestOptions, Provider, render, stdout_text, targets_of
 from ..manifests.check import check_cronjobs, read_manifests
 from ..manifests.names import dns_name
-from ..manifests.targets import DEFAULT_IMAGE, DEFAULT_SECRET_NAME, Target
+from ..manifests.targets import DEFAULT_IMAGE, DEFAULT_SECRET_NAME, Target, route_prefix
 from .common import AppOption, CliError, app, find_scheduling
 
 MANIFEST_HELP = (
@@ -70,7 +70,7 @@ def schedule_manifest(
     try:
         if not app_spec:
             raise CliError("--app is required, e.g. --app example_app.main:app")
-        scheduling, _ = find_scheduling(app_spec)
+        scheduling, app_object = find_scheduling(app_spec)
         targets = targets_of(scheduling)
         if check is not None:
             _check(targets, check)
@@ -94,6 +94,7 @@ def schedule_manifest(
             namespace=namespace,
             secret_name=secret_name,
             image=image,
+            prefix=route_prefix(app_object),
         )
         try:
             files = render(provider, targets, options)

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Annotated
 
 import typer
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..migrations import VOLTRO_TABLES, current_revision, redact_url, upgrade_to_head
+from ..migrations import (
+    VOLTRO_TABLES,
+    current_revision,
+    pending_upgrade,
+    redact_url,
+    upgrade_sql,
+    upgrade_to_head,
+)
 from ..models import (
     CLAIMS_TABLE,
     DEFINITIONS_TABLE,
@@ -25,6 +33,7 @@ from ..models import (
     PAUSES_TABLE,
     RUNS_TABLE,
 )
+from ..urls import require_driver
 from .common import (
     AppOption,
     CliError,
@@ -39,6 +48,8 @@ from .common import (
 
 async def _migrate(target: str | AsyncEngine) -> tuple[str | None, str]:
     # The app's own engine is migrated in place (and disposed: this process ends here).
+    if not isinstance(target, AsyncEngine):
+        require_driver(target)
     engine = (
         target
         if isinstance(target, AsyncEngine)
@@ -86,15 +97,50 @@ def _app_target(app_path: str, database_url: str | None) -> tuple[str | AsyncEng
     return target, url
 
 
+SqlOption = Annotated[
+    bool,
+    typer.Option(
+        "--sql",
+        help="Print the DDL (CREATE TABLE …) for the database's kind instead of running it; "
+        "connects to nothing.",
+    ),
+]
+CheckOption = Annotated[
+    bool,
+    typer.Option(
+        "--check",
+        help="Change nothing: exit 0 when the database is at the newest migration, 1 (saying "
+        "what to run) when it is not.",
+    ),
+]
+
+
+async def _pending(target: str | AsyncEngine) -> str | None:
+    try:
+        return await pending_upgrade(target)
+    finally:
+        if isinstance(target, AsyncEngine):
+            await target.dispose()
+
+
 @app.command()
-def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) -> None:
+def migrate(
+    database_url: DatabaseUrlOption = None,
+    app_path: AppOption = None,
+    sql: SqlOption = False,
+    check: CheckOption = False,
+) -> None:
     """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims,
-    _voltro_schedule_pauses, _voltro_schedule_members, _voltro_schedule_leases).
+    _voltro_schedule_pauses, _voltro_schedule_pause_spans, _voltro_schedule_definitions,
+    _voltro_schedule_members, _voltro_schedule_leases).
 
     Run it in your release step for PostgreSQL / MariaDB / MySQL; SQLite is migrated at boot.
     With --app module:app it migrates the database that app's Scheduling uses. Only our
-    tables and our own version table (_voltro_alembic_version) are touched.
+    tables and our own version table (_voltro_alembic_version) are touched. --sql prints the
+    DDL for a DBA instead; --check only says whether the database is at the newest migration.
     """
+    if sql and check:
+        raise _fail("migrate", "--sql and --check do not go together: pick one")
     target: str | AsyncEngine
     if app_path:
         target, url = _app_target(app_path, database_url)
@@ -104,6 +150,29 @@ def migrate(database_url: DatabaseUrlOption = None, app_path: AppOption = None) 
         except CliError as exc:
             raise _fail("migrate", str(exc)) from None
     shown = redact_url(url)
+    if sql:
+        try:
+            script = upgrade_sql(url)
+        except Exception as exc:
+            detail = _scrub(f"{type(exc).__name__}: {exc}", url)
+            raise _fail("migrate", f"--sql failed for {shown}: {detail}") from None
+        typer.echo(script, nl=False)
+        return
+    if check:
+        try:
+            pending = asyncio.run(_pending(target))
+        except Exception as exc:
+            detail = _scrub(f"{type(exc).__name__}: {exc}", url)
+            raise _fail("migrate", f"--check failed on {shown}: {detail}") from None
+        if pending is not None:
+            where = f"--app {app_path}" if app_path else f"--database-url {shown}"
+            raise _fail(
+                "migrate",
+                f"{shown} {pending} — run `voltro migrate {where}` (or apply the DDL of "
+                f"`voltro migrate --sql`) before starting the app",
+            )
+        typer.echo(f"voltro migrate: {shown} is at the newest migration")
+        return
     asyncmy_logger = logging.getLogger("asyncmy")
     if asyncmy_logger.level == logging.NOTSET:
         # MariaDB notes such as "Name ... ignored for PRIMARY key" are not news to the user

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..cron import CronSpec
@@ -18,8 +18,11 @@ __all__ = [
     "DEFAULT_SECRET_NAME",
     "ManifestOptions",
     "Target",
+    "route_prefix",
     "targets_of",
 ]
+
+TRIGGER_ROUTE = "/_voltro/schedules/{name}/trigger"
 
 DEFAULT_IMAGE = "curlimages/curl:8.11.1"
 DEFAULT_SECRET_NAME = "voltro-schedule-trigger"
@@ -51,13 +54,43 @@ class ManifestOptions:
     secret_name: str = DEFAULT_SECRET_NAME
     secret_key: str = DEFAULT_SECRET_KEY
     image: str = DEFAULT_IMAGE
+    prefix: str = ""
+    """Where the app mounts ``schedules_router`` (``app.include_router(..., prefix="/api")``):
+    :func:`route_prefix` reads it off the app."""
+
+    @property
+    def _root(self) -> str:
+        return f"{self.base_url.rstrip('/')}{self.prefix.rstrip('/')}"
 
     def trigger_url(self, name: str) -> str:
-        return f"{self.base_url.rstrip('/')}/_voltro/schedules/{quote(name, safe='')}/trigger"
+        return f"{self._root}/_voltro/schedules/{quote(name, safe='')}/trigger"
 
     @property
     def runs_url(self) -> str:
-        return f"{self.base_url.rstrip('/')}/_voltro/schedules/runs"
+        return f"{self._root}/_voltro/schedules/runs"
+
+
+def _route_paths(routes: list[Any], prefix: str = "") -> list[str]:
+    """Every route path of an app, included routers walked with their include prefix (FastAPI
+    keeps an included router nested in newer versions, flattened in older ones)."""
+    found: list[str] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            context = getattr(route, "include_context", None)
+            found += _route_paths(inner.routes, prefix + (getattr(context, "prefix", "") or ""))
+        elif isinstance(getattr(route, "path", None), str):
+            found.append(prefix + route.path)
+    return found
+
+
+def route_prefix(app: Any) -> str:
+    """The prefix the app serves the trigger route under (``""`` when it is at the root, or
+    when ``app`` is not an app the routes can be read from)."""
+    for path in _route_paths(list(getattr(app, "routes", None) or [])):
+        if path.endswith(TRIGGER_ROUTE):
+            return path[: -len(TRIGGER_ROUTE)]
+    return ""
 
 
 def targets_of(scheduling: Scheduling) -> list[Target]:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from ..urls import normalize_database_url
+from ..urls import normalize_database_url, require_driver
 
 DEFAULT_URL = "sqlite+aiosqlite:///./voltro.db"
 SQLITE_BUSY_TIMEOUT_MS = 5000
@@ -61,6 +61,7 @@ def make_engine(url: str | URL, **options: Any) -> AsyncEngine:
         engine = create_async_engine(u, **options)
         _install_sqlite_hooks(engine)
         return engine
+    require_driver(u)
     connect_args: dict[str, Any] = {}
     # Statement timeouts as well as connect timeouts: a link that silently drops packets must
     # end in StoreUnavailableError (fail closed), not in a claim that waits forever.
