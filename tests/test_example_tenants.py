@@ -16,11 +16,13 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from sqlalchemy import select
 from support.running import runs_of
 from support.waiting import wait_until
+from typer.testing import CliRunner
 
 from example_app.db import make_engine, tenant_reports, tenants
 from example_app.main import create_app
@@ -28,6 +30,8 @@ from example_app.tenants.report_cron import tenant_report
 from example_app.tenants.schedules import read_tenant, sync_tenant
 from fastapi_voltro_schedules import RunStatus, Scheduling, SchedulingConfig, StoreUnavailableError
 from fastapi_voltro_schedules.audit import audit_ledger
+from fastapi_voltro_schedules.cli import app as cli_app
+from fastapi_voltro_schedules.clock import iso_z
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.store import RunRecord, create_store
 from fastapi_voltro_schedules.testing import ManualClock
@@ -80,6 +84,8 @@ async def reports(url: str) -> list[tuple[int, datetime, str]]:
 
 
 async def audit_clean(url: str, names: list[str], now: datetime) -> None:
+    """``voltro schedule audit`` exits 0 over the test's span, and the tenants' schedules were
+    among those it checked for gaps (read from their versions: no app needed)."""
     store = create_store(url)
     try:
         report = await audit_ledger(store, [], T0 - DAY, now, now=now)
@@ -87,6 +93,12 @@ async def audit_clean(url: str, names: list[str], now: datetime) -> None:
         await store.dispose()
     assert report.clean, report.text()
     assert set(names) <= set(report.gap_checked)
+    span = ["--from", iso_z(T0 - DAY), "--to", iso_z(now)]
+    cli = await anyio.to_thread.run_sync(  # the verb runs its own event loop
+        lambda: CliRunner().invoke(cli_app, ["schedule", "audit", "--database-url", url, *span])
+    )
+    assert cli.exit_code == 0, cli.output
+    assert f"gaps checked for {len(names)} self schedule(s): clean" in cli.output
 
 
 async def create(http: httpx.AsyncClient, name: str, zone: str, hour: int = 9) -> dict[str, Any]:
@@ -106,6 +118,9 @@ async def test_each_tenant_reports_once_at_nine_in_its_zone_then_edit_and_delete
         globex = await create(http, "globex", "America/New_York")
         initech = await create(http, "initech", "Asia/Tokyo")
         name = {t["name"]: t["schedule"] for t in (acme, globex, initech)}
+        for tenant in (acme, globex, initech):  # each schedule carries its tenant's id
+            written = scheduling.get(tenant["schedule"])
+            assert written is not None and dict(written.args) == {"tenant_id": tenant["id"]}
         listed = scheduling.get(name["acme"])
         assert listed is not None and (listed.cron, listed.timezone, listed.source) == (
             "0 9 * * *",
