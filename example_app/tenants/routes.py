@@ -41,7 +41,7 @@ class TenantIn(BaseModel):
     timezone: str = Field(examples=["Europe/Berlin"])
     report_hour: int = Field(ge=0, le=23, description="0-23, in the tenant's zone")
 
-    _check_zone = field_validator("timezone")(_zone)
+    check_zone = field_validator("timezone")(_zone)
 
 
 class TenantPatch(BaseModel):
@@ -51,7 +51,7 @@ class TenantPatch(BaseModel):
     timezone: str | None = None
     report_hour: int | None = Field(default=None, ge=0, le=23)
 
-    _check_zone = field_validator("timezone")(_zone)
+    check_zone = field_validator("timezone")(_zone)
 
 
 class TenantOut(BaseModel):
