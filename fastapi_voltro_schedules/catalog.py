@@ -31,7 +31,8 @@ lost to the claim of the replica that fired them on time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -148,11 +149,26 @@ class Catalog:
         self._seen: datetime | None = None
         """The newest ``effective_from`` read so far (``None``: from boot on)."""
         self._poked = anyio.Event()
-        self._writing = anyio.Lock()
+        self._writing: dict[str, anyio.Lock] = {}
+        """One lock per name being written here: two writes of one name take turns (each reads
+        the newest version, then writes the next); writes of different names do not wait for
+        each other — ten thousand tenants are written in parallel, not one at a time."""
+        self._runtime = {s.name: s for s in listing if s.source == RUNTIME_SOURCE}
+        """The run-time part of :attr:`listing`, by name (what :meth:`runs` answers in O(1))."""
 
     def runs(self, name: str) -> Schedule | None:
         """The run-time schedule ``name`` as this scheduler runs it."""
-        return next((s for s in self.listing if s.name == name and s.source == "runtime"), None)
+        return self._runtime.get(name)
+
+    @asynccontextmanager
+    async def _writing_name(self, name: str) -> AsyncIterator[None]:
+        lock = self._writing.setdefault(name, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                del self._writing[name]
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -185,9 +201,19 @@ class Catalog:
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
         )
-        async with self._writing:
+        async with self._writing_name(name):
+            # First try on what this replica knows (boot's read, its own writes, what it
+            # followed): a new name or an edit is then one INSERT, no read. Knowledge that is
+            # behind a peer's write loses the race for the version number (the primary key),
+            # and every later attempt reads the table first. Only "the same definition again"
+            # is never believed from memory: a peer may have changed it since.
+            # First try on what this replica knows (boot's read, its own writes, what it
+            # followed): a new name or an edit is then one INSERT and no read. Knowledge that
+            # is behind a peer's write loses the race for the version number (the primary
+            # key), and the next attempt reads the table. Only "the same definition again" is
+            # never believed from memory: a peer may have changed it since.
+            newest, read = self.versions.current(name), False
             for _ in range(RECORD_ATTEMPTS):
-                newest = await self._newest(name)
                 live = newest is not None and newest.source == RUNTIME_SOURCE and not newest.deleted
                 proposal = definition_record(
                     schedule,
@@ -197,9 +223,13 @@ class Catalog:
                     recorded_by=self._recorder(by),
                 )
                 if live and newest is not None and newest.same_definition(proposal):
-                    self.apply(newest)  # read elsewhere and not yet applied here: now it is
-                    return PutResult(False, False, self.runs(name) or schedule, newest)
-                stored = await self._write(proposal)
+                    if read:
+                        self.apply(newest)  # read elsewhere and not yet applied here: now it is
+                        return PutResult(False, False, self.runs(name) or schedule, newest)
+                    newest, read = await self._newest(name), True
+                    continue
+                stored, newest = await self._write(proposal)
+                read = True
                 if stored is not None:
                     self.apply(stored)
                     logger.info(
@@ -226,7 +256,7 @@ class Catalog:
         (never written, or deleted already); :class:`DeclaredInCodeError` for a declared one."""
         if name in self.declared:
             raise DeclaredInCodeError(name)
-        async with self._writing:
+        async with self._writing_name(name):
             for _ in range(RECORD_ATTEMPTS):
                 newest = await self._newest(name)
                 if newest is None or newest.source != RUNTIME_SOURCE or newest.deleted:
@@ -242,7 +272,7 @@ class Catalog:
                         "deleted": True,
                     }
                 )
-                stored = await self._write(tombstone)
+                stored, _ = await self._write(tombstone)
                 if stored is not None:
                     self.apply(stored)
                     logger.info(
@@ -266,15 +296,20 @@ class Catalog:
         versions = (await self.store.definitions([name])).get(name, [])
         return versions[0] if versions else None
 
-    async def _write(self, record: DefinitionRecord) -> DefinitionRecord | None:
-        """Insert ``record``; the stored version, or ``None`` when a peer wrote that version
-        number first (the caller reads again and writes the next)."""
-        await self.store.add_definitions([record])
+    async def _write(
+        self, record: DefinitionRecord
+    ) -> tuple[DefinitionRecord | None, DefinitionRecord | None]:
+        """Insert ``record``: ``(record, record)`` when it is stored; ``(None, newest)`` when a
+        peer wrote that version number first (the caller writes the next after ``newest``,
+        read here in the same breath)."""
+        if await self.store.add_definitions([record]) == 1:
+            return record, record  # recorded as given: nothing to read back
+        # Nothing recorded by this call — a peer's version holds the number, or a retried
+        # statement whose first try had committed ours: the table says which.
         stored = (await self.store.definitions([record.name])).get(record.name, [])
+        newest = stored[0] if stored else None
         mine = next((v for v in stored if v.version == record.version), None)
-        if mine is None or mine != record:
-            return None
-        return mine
+        return (mine if mine == record else None), newest
 
     # -- following the table --------------------------------------------------------------
 
@@ -294,13 +329,16 @@ class Catalog:
             _warn_unknown(record, change.problem)
         if change.kind is ChangeKind.REMOVE:
             self.engine.disarm_written(record.name)
-            self.listing[:] = [
-                s for s in self.listing if not (s.name == record.name and s.source == "runtime")
-            ]
+            if self._runtime.pop(record.name, None) is not None:
+                self.listing[:] = [
+                    s for s in self.listing if not (s.name == record.name and s.source == "runtime")
+                ]
         elif change.schedule is not None:  # ADD / REPLACE
             self.engine.arm_written(change.schedule, record.effective_from)
-            self.listing[:] = [s for s in self.listing if s.name != record.name]
-            self.listing.append(change.schedule)
+            if self._runtime.pop(record.name, None) is not None:  # an edit: O(listing), rare
+                self.listing[:] = [s for s in self.listing if s.name != record.name]
+            self.listing.append(change.schedule)  # a new one: O(1), the common write
+            self._runtime[record.name] = change.schedule
         return True
 
     async def follow(self) -> None:

@@ -117,6 +117,8 @@ class Maintenance:
         """What the latest sweep did (``None`` before the first one ended)."""
         self.watched_names = list(watched_names)
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
+        self._watched = set(self.watched_names)
+        """The same names, for :meth:`track`'s membership test (a list's is O(n) a write)."""
         self.queue_metrics = queue_metrics
         self.overlaps = dict(overlaps or {})
         """Each declared schedule's ``on_overlap`` (by name); one not given counts as
@@ -134,7 +136,8 @@ class Maintenance:
         """A schedule written at run time joins the ones this room looks after: its corpses
         are reaped, its queued rows left to its line, its rowless claims accounted for. (A
         deleted one stays tracked: a corpse or a claim it left is still to be accounted.)"""
-        if name not in self.watched_names:
+        if name not in self._watched:
+            self._watched.add(name)
             self.watched_names.append(name)
         self.overlaps[name] = overlap
         self.owing = self.owing | {name} if owes_all else self.owing - {name}

@@ -428,13 +428,15 @@ class Store(abc.ABC):
         with)."""
 
     @abc.abstractmethod
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> int:
         """Insert each version unless its ``(name, version)`` is already recorded — then the
         stored row stays and this one is dropped (a peer recorded that version first: read
-        back with :meth:`definitions`). Committed before this returns, in chunks: a call
-        that fails partway may have recorded some of ``records`` (calling again records the
-        rest), and a replica recording the same versions concurrently waits only for the
-        chunk it meets, not for a peer's whole write."""
+        back with :meth:`definitions`). Returns how many of ``records`` this call recorded
+        (one record written: ``1`` means it is stored as given, with no read back). Committed
+        before this returns, in chunks: a call that fails partway may have recorded some of
+        ``records`` (calling again records the rest), and a replica recording the same
+        versions concurrently waits only for the chunk it meets, not for a peer's whole
+        write."""
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -367,8 +367,8 @@ class InstrumentedStore(Store):
     async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
         return await self._counted("definitions_since", self._inner.definitions_since(after))
 
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
-        await self._counted("add_definitions", self._inner.add_definitions(records))
+    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> int:
+        return await self._counted("add_definitions", self._inner.add_definitions(records))
 
     async def queued_names(self) -> dict[str, list[RunRecord]]:
         return await self._counted("queued_names", self._inner.queued_names())

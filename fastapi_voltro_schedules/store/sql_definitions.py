@@ -48,19 +48,22 @@ class SQLDefinitions(SQLConnections):
 
         return await self._attempt("definitions_since", work, write=False)
 
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> int:
         if not records:
-            return
+            return 0
         for record in records:
             aware(record.effective_from, "effective_from")
         dialect = self.engine.dialect.name
+        recorded = 0
         for chunk in definition_chunks(records):
             rows = [r.row() for r in chunk]
 
-            async def work(conn: AsyncConnection, rows: list[dict[str, Any]] = rows) -> None:
-                await conn.execute(q.definitions_insert(dialect, rows))
+            async def work(conn: AsyncConnection, rows: list[dict[str, Any]] = rows) -> int:
+                # the rows an INSERT … ON CONFLICT DO NOTHING / INSERT IGNORE really added
+                return int((await conn.execute(q.definitions_insert(dialect, rows))).rowcount)
 
-            await self._attempt("add_definitions", work)
+            recorded += await self._attempt("add_definitions", work)
+        return recorded
 
 
 def definition_chunks(records: Sequence[DefinitionRecord]) -> list[list[DefinitionRecord]]:
