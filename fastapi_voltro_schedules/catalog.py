@@ -19,9 +19,11 @@ flight finishes; nothing new fires).
 heartbeat (:meth:`Catalog.follow`), and apply them the same way — so a write reaches every
 replica within one heartbeat. The read overlaps the previous one by :data:`LOOKBACK` (a
 version commits a little after the instant it is stamped with) and skips versions already
-known. A Postgres ``LISTEN/NOTIFY`` on each write (``change_strategy="cdc"``) is the seam for
-a faster path: it only needs to call :meth:`Catalog.poke`, which makes :meth:`follow` read at
-once instead of at the next beat.
+known. On Postgres under ``change_strategy="cdc"`` each write also sends a ``NOTIFY`` (in the
+insert's own statement, delivered at commit, on a channel of its own); every replica's
+engine listens on its one ``LISTEN`` session and calls :meth:`Catalog.poke`, so
+:meth:`follow` reads at once instead of at the next beat — milliseconds, not a heartbeat.
+The heartbeat read stays: a notification is a hint, lost while the session is down.
 
 Until a replica has read a write, it runs what it knew: an edit's old cadence may fire there
 for up to one heartbeat (its slots are claimed like any other, so under ``advisoryLock`` a slot
@@ -149,6 +151,8 @@ class Catalog:
         """The newest ``effective_from`` read so far (``None``: from boot on)."""
         self._poked = anyio.Event()
         self._writing = anyio.Lock()
+        # cdc: a peer's write arrives as a NOTIFY on the engine's listening session
+        engine.definition_written = lambda _name: self.poke()
 
     def runs(self, name: str) -> Schedule | None:
         """The run-time schedule ``name`` as this scheduler runs it."""
@@ -269,7 +273,7 @@ class Catalog:
     async def _write(self, record: DefinitionRecord) -> DefinitionRecord | None:
         """Insert ``record``; the stored version, or ``None`` when a peer wrote that version
         number first (the caller reads again and writes the next)."""
-        await self.store.add_definitions([record])
+        await self.store.add_definitions([record], announce=self.engine.cdc)
         stored = (await self.store.definitions([record.name])).get(record.name, [])
         mine = next((v for v in stored if v.version == record.version), None)
         if mine is None or mine != record:

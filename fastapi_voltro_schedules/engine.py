@@ -15,7 +15,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -110,7 +110,14 @@ class Engine:
         cluster = coordination is not Coordination.SINGLE
         # cdc: terminal writes are announced with NOTIFY and waiters listen — on Postgres only
         # (elsewhere the setting is refused at boot, see Scheduling).
-        self.listens = cluster and change_strategy is ChangeStrategy.CDC
+        self.cdc = change_strategy is ChangeStrategy.CDC
+        """Run-time definition writes are announced, and this engine listens for them: a
+        replica of any coordination follows them (and a CLI writes them beside one)."""
+        self.listens = cluster and self.cdc
+        """Terminal writes are announced too: their waiters are on other replicas."""
+        self.definition_written: Callable[[str], None] | None = None
+        """Told the name of each definition version another process (or this one) wrote, when
+        its ``NOTIFY`` arrives (cdc): the catalog reads at once (:meth:`.Catalog.poke`)."""
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
         queue_metrics = queue_metrics or default_queue_metrics()
         gate: SingleGate | ClaimGate | ClusterGate = claims if cluster else SingleGate(claims)
@@ -233,7 +240,7 @@ class Engine:
                     await self.maintenance.reap()
                     await self.maintenance.write_off()
                     await self.resume_orphans()
-                    if self.listens:
+                    if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
                     if self.membership is not None:
@@ -346,14 +353,23 @@ class Engine:
             self._folding = False
 
     async def _listen(self) -> None:
-        """cdc: wake this replica's waiters on every other replica's terminal write. A hint:
-        while the channel is down, the poll still covers every waiter."""
+        """cdc: wake this replica's waiters on every other replica's terminal write, and its
+        catalog on every run-time definition write. A hint: while the channel is down, the
+        poll still covers every waiter and the heartbeat every definition."""
         while True:
             try:
-                await self.store.listen_changed(self.wakeups.notify, task_status=_Listening())
+                await self.store.listen_changed(
+                    self.wakeups.notify,
+                    on_definition=self._definition_heard,
+                    task_status=_Listening(),
+                )
             except Exception as exc:  # the channel broke: poll alone until it is back
                 logger.warning("schedule: change notifications lost — polling: %s", exc)
             await anyio.sleep(1.0)
+
+    def _definition_heard(self, name: str) -> None:
+        if self.definition_written is not None:
+            self.definition_written(name)
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded

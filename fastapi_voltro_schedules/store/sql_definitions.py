@@ -48,17 +48,25 @@ class SQLDefinitions(SQLConnections):
 
         return await self._attempt("definitions_since", work, write=False)
 
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+    async def add_definitions(
+        self, records: Sequence[DefinitionRecord], *, announce: bool = False
+    ) -> None:
         if not records:
             return
         for record in records:
             aware(record.effective_from, "effective_from")
         dialect = self.engine.dialect.name
+        # On Postgres under cdc the NOTIFY rides in the insert's own statement (as the
+        # terminal writes' do): no round trip of its own, sent at commit, for inserted rows only.
+        announced = announce and dialect == "postgresql"
         for chunk in definition_chunks(records):
             rows = [r.row() for r in chunk]
 
             async def work(conn: AsyncConnection, rows: list[dict[str, Any]] = rows) -> None:
-                await conn.execute(q.definitions_insert(dialect, rows))
+                if announced:
+                    await conn.execute(q.definitions_insert_announced(rows))
+                else:
+                    await conn.execute(q.definitions_insert(dialect, rows))
 
             await self._attempt("add_definitions", work)
 
