@@ -7,7 +7,9 @@ schedule owes no slot before it; an edit is a new version, so the slots its prev
 ran are not run again and the new cadence owes nothing from before the edit (the same rule as a
 cron edited between deploys, :mod:`.definitions`). ``delete_schedule`` adds a *tombstone*: a
 version with ``deleted`` set, effective from the deletion — the slots before it are still owed
-(the audit checks them), none after it. Writing the name again later starts a new span.
+(the audit checks them), none after it; the firings of an ``on_overlap="queue"`` schedule
+still waiting in its line are written off (``missed``, ``error_tag="written-off"``) and never
+run. Writing the name again later starts a new span.
 Versions are only ever added; two writers racing for one version number are told apart by the
 primary key ``(name, version)``, and the loser writes the next number.
 
@@ -235,7 +237,7 @@ class Catalog:
                 newest = await self._newest(name)
                 if newest is None or newest.source != RUNTIME_SOURCE or newest.deleted:
                     if newest is not None:
-                        self.apply(newest)  # a delete read from elsewhere: applied now
+                        await self._carry_out(newest)  # a delete read from elsewhere: now
                     raise ScheduleNotFoundError(name)
                 tombstone = DefinitionRecord(
                     **{
@@ -248,7 +250,7 @@ class Catalog:
                 )
                 stored = await self._write(tombstone)
                 if stored is not None:
-                    self.apply(stored)
+                    await self._carry_out(stored)
                     logger.info(
                         "schedule: run-time schedule deleted  name=%s version=%d "
                         "effectiveFrom=%s by=%s",
@@ -307,6 +309,14 @@ class Catalog:
             self.listing.append(change.schedule)
         return True
 
+    async def _carry_out(self, record: DefinitionRecord) -> bool:
+        """:meth:`apply` ``record``; a tombstone newly applied also writes off the firings
+        waiting in the deleted schedule's line (:meth:`.Engine.write_off_deleted`)."""
+        applied = self.apply(record)
+        if applied and record.deleted:
+            await self.engine.write_off_deleted(record.name, record.effective_from)
+        return applied
+
     async def follow(self) -> None:
         r"""Every heartbeat of the engine's clock (or at once when :meth:`poke`\ d), read the
         versions that took effect since the newest seen and apply them (see the module
@@ -341,7 +351,7 @@ class Catalog:
             return 0
         applied = 0
         for record in records:
-            applied += self.apply(record)
+            applied += await self._carry_out(record)
             if self._seen is None or record.effective_from > self._seen:
                 self._seen = record.effective_from
         if self._seen is None:

@@ -417,6 +417,23 @@ class Engine:
             self.membership.schedules.pop(name, None)
         return self.timer.disarm(name) or known
 
+    async def write_off_deleted(self, name: str, deleted_at: datetime) -> int:
+        """``name`` (a run-time schedule) was deleted at ``deleted_at``: the firings waiting
+        in its line never run; each ends with a ``missed``/``written-off`` row
+        (:meth:`.Maintenance.write_off_deleted`). This process's in-process waiters leave
+        the line before anything is awaited; the ledger's ``queued`` rows — any replica's —
+        are written off, and their waiters (here at once, elsewhere at their next look, a
+        ``NOTIFY`` under cdc) find their rows gone and stand down. Returns the rows written."""
+        withdrawn = self.admitter.chain.withdraw(name)
+        written = await self.maintenance.write_off_deleted(name, deleted_at, withdrawn)
+        self.wakeups.notify(name)
+        if written and self.listens:
+            try:
+                await self.store.notify_changed([name])
+            except StoreUnavailableError:  # a hint: the others' poll finds the rows gone
+                pass
+        return written
+
     # -- what the rest of the package asks ------------------------------------------------
 
     def next_firing(self, name: str) -> datetime | None:
