@@ -40,7 +40,9 @@ from fastapi_voltro_schedules import (  # noqa: E402
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
+    schedules_router,
 )
 from fastapi_voltro_schedules.models import runs_table  # noqa: E402
 
@@ -48,6 +50,13 @@ FIRINGS = Firings()
 
 
 async def handler(ctx: ScheduleContext) -> None:
+    FIRINGS.record(ctx.name, ctx.scheduled_at.timestamp())
+
+
+@define_handler(name="benchHerd")
+async def written_handler(ctx: ScheduleContext) -> None:
+    """The run-time schedules' handler (``bench.runtime_herd``): the same record as
+    :func:`handler`, so a written herd and a declared one are measured alike."""
     FIRINGS.record(ctx.name, ctx.scheduled_at.timestamp())
 
 
@@ -197,7 +206,65 @@ async def boot(p: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-WORKLOADS = {"steady": steady, "herd": herd, "idle": idle, "boot": boot}
+async def written_herd(p: dict[str, Any]) -> dict[str, Any]:
+    """A replica with no declared schedule: ``p["n"]`` run-time schedules are written while it
+    runs (by ``bench.runtime_herd``, over HTTP on the replica given ``serve_port``), all due at
+    ``p["at"]``. Figures: when this replica had every one armed (``has_all_at``), and the herd."""
+    import anyio
+    import uvicorn
+    from fastapi import FastAPI
+
+    n, at, url = p["n"], p["at"], p["url"]
+    extra: dict[str, Any] = {
+        key: p[key] for key in ("coordination", "change_strategy", "inspect_token") if p.get(key)
+    }
+    config = SchedulingConfig(
+        database_url=url,
+        run_retention_ms=None,
+        shutdown_grace_ms=2000,
+        replica_id=p["replica_id"],
+        schedule_heartbeat_ms=p.get("heartbeat_ms", 2000),
+        **extra,
+    )
+    scheduling = Scheduling([], config=config, handlers=[written_handler])
+    app = FastAPI()
+    app.include_router(schedules_router)
+    async with scheduling.run(app), anyio.create_task_group() as tg:
+        server = None
+        if p.get("serve_port"):
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app,
+                    port=p["serve_port"],
+                    log_level="warning",
+                    lifespan="off",
+                    access_log=False,
+                )
+            )
+            tg.start_soon(server.serve)
+        engine = scheduling.running_engine()
+        while len(engine.schedules) < n and time.time() < at:
+            await anyio.sleep(0.02)
+        has_all_at = time.time() if len(engine.schedules) >= n else None
+        await wait_herd(FIRINGS, at, n, p)
+        result = herd_figures(FIRINGS, n, at) | {
+            "has_all_at": has_all_at,
+            "armed_before_s": at - (has_all_at or at + 1),
+        }
+        result |= await ledger(url, at, at)
+        if server is not None:
+            server.should_exit = True
+        await finish(result, p.get("graceful", False))
+    return result
+
+
+WORKLOADS = {
+    "steady": steady,
+    "herd": herd,
+    "idle": idle,
+    "boot": boot,
+    "written_herd": written_herd,
+}
 
 
 def main() -> None:

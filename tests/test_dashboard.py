@@ -1,4 +1,6 @@
-"""The dashboard's server side in-process: sign-in, the cookie, sign-out, assets, headers.
+"""The dashboard's server side in-process: sign-in, the cookie, sign-out, assets, headers, and
+the run-time schedule form (the operator's only; its writes are the inspect API's PUT/DELETE,
+refused to a read-only session whatever the page shows).
 
 The page itself (JavaScript, the polling, the buttons) is exercised in real Chromium by
 ``test_dashboard_browser.py``.
@@ -12,15 +14,18 @@ from datetime import UTC, datetime
 
 import httpx
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 
 from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
     schedules_router,
 )
 from fastapi_voltro_schedules.api.dashboard import STATIC_FILES
+from fastapi_voltro_schedules.api.dashboard import router as dashboard_router
 from fastapi_voltro_schedules.testing import ManualClock
 
 NOW = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
@@ -34,9 +39,23 @@ async def noop(ctx: ScheduleContext) -> None:
     return None
 
 
+@define_handler(name="tenantReport")
+async def tenant_report(ctx: ScheduleContext) -> None:
+    return None
+
+
+@define_handler(name="cleanup")
+async def cleanup(ctx: ScheduleContext) -> None:
+    return None
+
+
 @asynccontextmanager
 async def served(
-    sqlite_url: str, *, base_url: str = "http://test", **tokens: str | None
+    sqlite_url: str,
+    *,
+    base_url: str = "http://test",
+    with_handlers: bool = True,
+    **tokens: str | None,
 ) -> AsyncIterator[httpx.AsyncClient]:
     schedules = [
         define_schedule(name="digest", cron="0 9 * * *", timezone="Europe/Berlin", handler=noop)
@@ -48,7 +67,8 @@ async def served(
         **tokens,
     }
     config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings)
-    scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW))
+    handlers = [tenant_report, cleanup] if with_handlers else []
+    scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW), handlers=handlers)
     app = FastAPI()
     app.include_router(schedules_router)
     async with scheduling.run(app):
@@ -168,3 +188,126 @@ async def test_static_files_are_the_fixed_list(sqlite_url: str) -> None:
         assert "http://" not in js and "https://" not in js  # nothing from elsewhere
         for path in ("nope.js", "..%2Fapi%2Fdashboard.py", "%2E%2E%2F__init__.py"):
             assert (await client.get(f"{PAGE}/static/{path}")).status_code == 404, path
+
+
+SCHEDULES = "/_voltro/inspect/schedules"
+REPORT = {"cron": "0 4 * * *", "timezone": "UTC", "handler": "tenantReport"}
+
+
+async def test_the_operator_page_carries_the_schedule_form_with_the_registered_handlers(
+    sqlite_url: str,
+) -> None:
+    async with served(sqlite_url) as client:
+        await sign_in(client, OPERATOR)
+        page = (await client.get(PAGE)).text
+        assert 'id="new-schedule"' in page and 'id="schedule-form"' in page
+        # the handler is a choice of the handlers this app registered, sorted
+        handler = page.index('<select id="f-handler"')
+        options = page[handler : page.index("</select>", handler)]
+        assert options.index('value="cleanup"') < options.index('value="tenantReport"')
+        assert options.count("<option") == 2
+        overlap = page[page.index('<select id="f-onOverlap"') :]
+        assert '<option value="skip" selected>' in overlap[: overlap.index("</select>")]
+        assert 'value="queue"' in overlap and 'value="parallel"' in overlap
+        # each field has a place for the server's refusal that names it (422 ``field``)
+        for field in ("name", "cron", "timezone", "handler", "onOverlap", "backfill", "args"):
+            assert f'data-field="{field}"' in page, field
+            assert f'id="f-{field}-error"' in page, field
+
+
+async def test_without_handlers_the_operator_is_told_how_to_register_one(sqlite_url: str) -> None:
+    async with served(sqlite_url, with_handlers=False) as client:
+        await sign_in(client, OPERATOR)
+        page = (await client.get(PAGE)).text
+        assert 'id="no-handlers"' in page and "@define_handler(name=...)" in page
+        assert 'id="schedule-form"' not in page and 'id="new-schedule"' not in page
+
+
+async def test_the_operator_session_writes_through_the_put_and_delete_routes(
+    sqlite_url: str,
+) -> None:
+    async with served(sqlite_url) as client:
+        await sign_in(client, OPERATOR)  # the cookie only, no bearer: what the page sends
+        url = f"{SCHEDULES}/report.acme"
+        created = await client.put(url, json={**REPORT, "args": {"tenant": "acme"}})
+        assert created.status_code == 201, created.text
+        listing = {s["name"]: s for s in (await client.get(SCHEDULES)).json()["schedules"]}
+        report, digest = listing["report.acme"], listing["digest"]
+        # everything the edit form prefills comes with the listing
+        assert (report["source"], report["handler"], report["args"]) == (
+            "runtime",
+            "tenantReport",
+            {"tenant": "acme"},
+        )
+        assert (digest["source"], digest["handler"], digest["args"]) == ("code", None, None)
+
+        edited = await client.put(url, json={**REPORT, "cron": "30 5 * * *"})
+        assert edited.status_code == 200 and edited.json()["cron"] == "30 5 * * *", edited.text
+
+        bad = await client.put(url, json={**REPORT, "cron": "61 * * * *"})
+        assert bad.status_code == 422
+        assert (bad.json()["code"], bad.json()["field"]) == ("invalid_schedule", "cron")
+        for body, field in (
+            ({**REPORT, "onOverlap": "sometimes"}, "onOverlap"),
+            ({**REPORT, "handler": "nope"}, "handler"),
+            ({**REPORT, "args": [1]}, "args"),
+            ({**REPORT, "maxRuntimeMs": "soon"}, "maxRuntimeMs"),
+        ):
+            refused = await client.put(url, json=body)
+            assert (refused.status_code, refused.json()["field"]) == (422, field), refused.text
+
+        declared = await client.put(f"{SCHEDULES}/digest", json=REPORT)
+        assert declared.status_code == 409 and declared.json()["code"] == "declared_in_code"
+        assert "digest" in declared.json()["detail"]
+
+        assert (await client.delete(url)).status_code == 204
+        names = [s["name"] for s in (await client.get(SCHEDULES)).json()["schedules"]]
+        assert names == ["digest"]
+
+
+async def test_a_read_only_session_sees_run_time_schedules_and_every_write_is_403(
+    sqlite_url: str,
+) -> None:
+    async with served(sqlite_url) as client:
+        url = f"{SCHEDULES}/report.acme"
+        as_operator = {"Authorization": f"Bearer {OPERATOR}"}
+        assert (await client.put(url, json=REPORT, headers=as_operator)).status_code == 201
+
+        await sign_in(client, READER)
+        page = (await client.get(PAGE)).text
+        assert 'data-role="read"' in page
+        # no editor, no button: the page has nothing to press
+        for control in ('id="schedule-form"', 'id="new-schedule"', 'id="editor"', "data-action"):
+            assert control not in page, control
+        (report,) = [
+            s for s in (await client.get(SCHEDULES)).json()["schedules"] if s["source"] == "runtime"
+        ]
+        assert (report["name"], report["handler"]) == ("report.acme", "tenantReport")
+
+        # the server refuses the writes whatever the page shows
+        writes = (
+            await client.put(url, json={**REPORT, "cron": "* * * * *"}),
+            await client.put(f"{SCHEDULES}/report.other", json=REPORT),
+            await client.delete(url),
+            await client.post(f"{url}/fire"),
+            await client.post(f"{url}/pause", json={}),
+        )
+        for refused in writes:
+            assert refused.status_code == 403, (refused.request.method, refused.text)
+            assert refused.json()["code"] == "forbidden_role"
+        listing = (await client.get(SCHEDULES)).json()["schedules"]
+        assert [(s["name"], s["cron"], s["paused"]) for s in listing] == [
+            ("digest", "0 9 * * *", False),
+            ("report.acme", "0 4 * * *", False),
+        ]
+
+
+def test_the_dashboard_has_no_write_route_of_its_own() -> None:
+    # One door per write: the page's forms call the inspect API's routes; the dashboard's own
+    # routes only serve the page and the session.
+    routes = [route for route in dashboard_router.routes if isinstance(route, APIRoute)]
+    assert {route.path for route in routes} >= {PAGE, f"{PAGE}/static/{{name}}"}
+    writes = {
+        (method, route.path) for route in routes for method in route.methods - {"GET", "HEAD"}
+    }
+    assert writes == {("POST", f"{PAGE}/session"), ("POST", f"{PAGE}/signout")}

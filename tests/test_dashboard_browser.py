@@ -1,13 +1,16 @@
 """The dashboard in real headless Chromium against a real uvicorn server with real runs.
 
 ``apps.dashboard_app`` fires ``heartbeat`` (succeeds, every 2 s) and ``flaky`` (raises, every
-3 s) on the system clock, so the timelines show runs the engine really recorded. The test signs
-in read-only, then as the operator, and drives the page the way a person would: click, read,
-wait. Screenshots land in ``$VOLTRO_TEST_ARTIFACTS`` (or the test's tmp dir).
+3 s) on the system clock, so the timelines show runs the engine really recorded. The first test
+signs in read-only, then as the operator, and drives the page the way a person would: click,
+read, wait. The second writes a run-time schedule through the form as the operator (create,
+edit, a refused cron, delete) and looks at it read-only. Screenshots land in
+``$VOLTRO_TEST_ARTIFACTS`` (or the test's tmp dir).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -354,3 +357,204 @@ def drive(driver: Any, server: Server, artifacts: Path) -> None:
     )
     assert overflow <= 0, f"the page scrolls sideways on a phone by {overflow}px"
     driver.save_screenshot(str(artifacts / "dashboard-phone.png"))
+
+
+# ---- run-time schedules through the form --------------------------------------------------
+
+
+def inspect(server: Server, path: str = "") -> httpx.Response:
+    return httpx.get(
+        f"{server.url}/_voltro/inspect/schedules{path}",
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+        timeout=HANG,
+    )
+
+
+def sign_out(driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    click(driver, driver.find_element(By.CSS_SELECTOR, "form.signout button"))
+    wait_for("the sign-in form", lambda: driver.find_elements(By.ID, "token"))
+
+
+def fill(driver: Any, field: str, value: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    element = driver.find_element(By.ID, f"f-{field}")
+    if element.tag_name == "select":
+        Select(element).select_by_value(value)
+    else:
+        element.clear()
+        element.send_keys(value)
+
+
+def field_error(driver: Any, field: str) -> str | None:
+    """The refusal shown in ``field``'s own box (the label, the input and the message sit in
+    one ``[data-field]`` wrapper), or None while none is shown."""
+    from selenium.webdriver.common.by import By
+
+    box = driver.find_element(By.CSS_SELECTOR, f'.editor [data-field="{field}"]')
+    note = box.find_element(By.CSS_SELECTOR, ".field-error")
+    if not note.is_displayed() or not note.text:
+        return None
+    text: str = note.text
+    return text
+
+
+def save(driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    click(driver, driver.find_element(By.CSS_SELECTOR, "[data-action=save-schedule]"))
+
+
+def test_runtime_schedules_through_the_form(server: Server, artifacts: Path) -> None:
+    with chromium(1280, 1000) as driver:
+        try:
+            drive_runtime(driver, server, artifacts)
+        except BaseException:
+            driver.save_screenshot(str(artifacts / "runtime-failure.png"))
+            raise
+
+
+def drive_runtime(driver: Any, server: Server, artifacts: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    base = server.url
+    sign_in(driver, base, OPERATOR)
+    editor = driver.find_element(By.ID, "editor")
+    assert not editor.is_displayed()
+    # a declared schedule is the code's: no Edit, no Delete on it
+    digest = card(driver, "dailyDigest")
+    assert digest.find_element(By.CSS_SELECTOR, "[data-source]").text == "code"
+    assert not digest.find_element(By.CSS_SELECTOR, "[data-action=edit]").is_displayed()
+    assert not digest.find_element(By.CSS_SELECTOR, "[data-action=delete]").is_displayed()
+
+    # -- New schedule: a declared name first, the server's 409 by the name ------------------
+    new = driver.find_element(By.ID, "new-schedule")
+    click(driver, new)
+    assert editor.is_displayed() and new.get_attribute("aria-expanded") == "true"
+    assert driver.find_element(By.ID, "editor-title").text == "New schedule"
+    assert driver.switch_to.active_element.get_attribute("id") == "f-name"
+    handlers = [
+        o.get_attribute("value") for o in driver.find_elements(By.CSS_SELECTOR, "#f-handler option")
+    ]
+    assert handlers == ["cleanup", "tenantReport"]
+    fill(driver, "name", "dailyDigest")
+    fill(driver, "cron", "0 4 * * *")
+    save(driver)
+    declared = wait_for("the 409 by the name", lambda: field_error(driver, "name"))
+    assert 'schedule "dailyDigest" is declared in code' in declared, declared
+    assert driver.find_element(By.ID, "f-name").get_attribute("aria-invalid") == "true"
+
+    # -- then a run-time one ----------------------------------------------------------------
+    fill(driver, "name", "report.acme")
+    fill(driver, "handler", "tenantReport")
+    fill(driver, "args", '{"tenant": "acme"}')
+    fill(driver, "onOverlap", "queue")
+    fill(driver, "backfill", "latest")
+    save(driver)
+    wait_for("the form to close", lambda: not editor.is_displayed())
+    assert field_error(driver, "name") is None
+    wait_for(
+        "the created message",
+        lambda: "report.acme created" in driver.find_element(By.ID, "status").text,
+    )
+    report = wait_for("the new card", lambda: card(driver, "report.acme"))
+    assert report.find_element(By.CSS_SELECTOR, "[data-source]").text == "runtime"
+    assert report.find_element(By.CSS_SELECTOR, ".badge-runtime").is_displayed()
+    assert 'Runs handler tenantReport with args {"tenant":"acme"}.' in report.text
+    assert "0 4 * * *" in report.text and "queue" in report.text and "latest" in report.text
+    (listed,) = [s for s in inspect(server).json()["schedules"] if s["name"] == "report.acme"]
+    assert (listed["source"], listed["handler"], listed["args"], listed["onOverlap"]) == (
+        "runtime",
+        "tenantReport",
+        {"tenant": "acme"},
+        "queue",
+    )
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(artifacts / "runtime-created.png"))
+
+    # -- Edit: the form prefilled; a bad cron is refused next to the cron field -------------
+    click(driver, report.find_element(By.CSS_SELECTOR, "[data-action=edit]"))
+    assert editor.is_displayed()
+    assert driver.find_element(By.ID, "editor-title").text == "Edit report.acme"
+    name = driver.find_element(By.ID, "f-name")
+    assert name.get_attribute("value") == "report.acme" and name.get_attribute("readonly")
+    prefilled = {
+        field: driver.find_element(By.ID, f"f-{field}").get_attribute("value")
+        for field in ("cron", "timezone", "handler", "onOverlap", "backfill", "maxRuntimeMs")
+    }
+    assert prefilled == {
+        "cron": "0 4 * * *",
+        "timezone": "UTC",
+        "handler": "tenantReport",
+        "onOverlap": "queue",
+        "backfill": "latest",
+        "maxRuntimeMs": "1800000",
+    }
+    args = driver.find_element(By.ID, "f-args").get_attribute("value")
+    assert json.loads(args) == {"tenant": "acme"}
+    fill(driver, "cron", "61 * * * *")
+    save(driver)
+    refused = wait_for("the cron refusal", lambda: field_error(driver, "cron"))
+    assert refused.startswith('put_schedule("report.acme"): cron — '), refused
+    cron = driver.find_element(By.ID, "f-cron")
+    assert cron.get_attribute("aria-invalid") == "true"
+    assert driver.switch_to.active_element == cron  # focus goes to what to fix
+    assert field_error(driver, "timezone") is None and field_error(driver, "name") is None
+    assert not driver.find_element(By.ID, "form-error").is_displayed()
+    assert inspect(server, "/report.acme").json()["cron"] == "0 4 * * *"  # nothing written
+    driver.save_screenshot(str(artifacts / "runtime-bad-cron.png"))
+
+    fill(driver, "cron", "30 5 * * *")
+    save(driver)
+    wait_for("the form to close", lambda: not editor.is_displayed())
+    wait_for("the edited cron", lambda: "30 5 * * *" in card(driver, "report.acme").text)
+    detail = inspect(server, "/report.acme").json()
+    assert detail["cron"] == "30 5 * * *" and detail["args"] == {"tenant": "acme"}
+    assert [v["cron"] for v in detail["versions"]] == ["30 5 * * *", "0 4 * * *"]
+
+    # -- read-only: the run-time schedule and its source, no controls ------------------------
+    sign_out(driver)
+    sign_in(driver, base, READER)
+    report = wait_for("the run-time card", lambda: card(driver, "report.acme"))
+    assert report.find_element(By.CSS_SELECTOR, "[data-source]").text == "runtime"
+    assert "30 5 * * *" in report.text
+    assert driver.find_elements(By.CSS_SELECTOR, "[data-action]") == []
+    assert driver.find_elements(By.ID, "new-schedule") == []
+    assert driver.find_elements(By.ID, "editor") == []
+    assert driver.find_elements(By.ID, "schedule-form") == []
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(artifacts / "runtime-read-only.png"))
+
+    # -- the operator deletes it, after confirming -----------------------------------------
+    sign_out(driver)
+    sign_in(driver, base, OPERATOR)
+    report = card(driver, "report.acme")
+    delete = report.find_element(By.CSS_SELECTOR, "[data-action=delete]")
+    click(driver, delete)
+    confirm = report.find_element(By.CSS_SELECTOR, "[data-action=confirm-delete]")
+    assert confirm.is_displayed() and not delete.is_displayed()
+    assert "Delete report.acme?" in report.text
+    assert inspect(server, "/report.acme").status_code == 200  # nothing before the confirm
+    confirm.click()
+    wait_for(
+        "the card to go",
+        lambda: not driver.find_elements(By.CSS_SELECTOR, 'li.card[data-schedule="report.acme"]'),
+    )
+    assert "report.acme is deleted" in driver.find_element(By.ID, "status").text
+    assert inspect(server, "/report.acme").status_code == 404
+
+    # -- the form on a phone: one column, nothing sideways ----------------------------------
+    click(driver, driver.find_element(By.ID, "new-schedule"))
+    driver.set_window_size(390, 844)
+    wait_for(
+        "the phone viewport",
+        lambda: driver.execute_script("return document.documentElement.clientWidth") <= 390,
+    )
+    overflow = driver.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, f"the form scrolls sideways on a phone by {overflow}px"
+    driver.save_screenshot(str(artifacts / "runtime-form-phone.png"))

@@ -11,6 +11,12 @@ script reads it), ``SameSite=Strict`` (no other site's form can ride it — the 
 inspect routes are POSTs) and scoped to ``/_voltro``; ``Secure`` when the request came over
 https. The server enforces the role on every inspect route; the page only hides what the role
 cannot do.
+
+The page writes nothing itself: Run now, pause and the run-time schedule form call the inspect
+routes (``POST …/fire``, ``PUT``/``DELETE /_voltro/inspect/schedules/{name}``) with the same
+cookie — one door per write, whoever knocks. ``SameSite=Strict`` and the JSON bodies (no other
+site's form can send a ``PUT`` or ``application/json``) are its cross-site guard; there is no
+second token to keep in step.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ..definition import DEFAULT_MAX_RUNTIME_MS
+from ..enums import BackfillPolicy, OverlapPolicy
 from ..tokens import INSPECT_READ_TOKEN_ENV, INSPECT_TOKEN_ENV, Role
 from .auth import scheduling_of
 from .errors import VoltroRoute
@@ -111,12 +119,20 @@ async def dashboard(request: Request) -> Response:
     if role is None:
         return _sign_in_form(request)
     scheduling = scheduling_of(request)
+    operator = role is Role.OPERATOR
     return _render(
         "dashboard.html",
         role=role.value,
-        operator=role is Role.OPERATOR,
+        operator=operator,
         api="/_voltro/inspect/schedules",
         replica=scheduling.config.replica_id,
+        # The schedule form is the operator's only: a read-only page carries no editor at all.
+        # Its choices are the server's (the handlers this app registered, the policies this
+        # version knows); checking what is sent stays with the PUT route the form calls.
+        handlers=sorted(scheduling.handlers) if operator else [],
+        overlaps=[policy.value for policy in OverlapPolicy],
+        backfills=[policy.value for policy in BackfillPolicy],
+        default_max_runtime_ms=DEFAULT_MAX_RUNTIME_MS,
     )
 
 

@@ -31,6 +31,7 @@ from ..errors import (
     VoltroError,
 )
 from ..logs import logger
+from ..runtime_schedules import RUNTIME_SOURCE
 from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of
 from .errors import (
     MAX_BODY_BYTES,
@@ -108,6 +109,7 @@ def schedule_view(
     # its SQLite file: the cron still says when the slot comes.
     if next_firing is None and (trigger is TriggerMode.EXTERNAL or not scheduling.fires_here):
         next_firing = schedule.next_occurrence(now)
+    runtime = schedule.source == RUNTIME_SOURCE
     pause = pauses.get(schedule.name)
     if pause is not None and not pause.active:
         pause = None
@@ -127,6 +129,8 @@ def schedule_view(
         paused=pause is not None,
         pause=None if pause is None else PauseView.of(pause),
         source=schedule.source,
+        handler=schedule.handler_ref if runtime else None,
+        args=dict(schedule.args) if runtime else None,
     )
 
 

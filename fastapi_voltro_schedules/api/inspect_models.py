@@ -137,6 +137,17 @@ class ScheduleView(_Camel):
     source: str = Field(
         default="code", description="code (declared with define_schedule) | runtime"
     )
+    handler: str | None = Field(
+        default=None,
+        description="A run-time schedule's handler (the define_handler name); null for a "
+        "declared one.",
+    )
+    args: dict[str, Any] | None = Field(
+        default=None,
+        description="A run-time schedule's args (each firing's ctx.args); null for a declared "
+        "one. With handler and the fields above, everything a PUT of it takes: an editor "
+        "prefills its form from the listing.",
+    )
 
 
 class VersionView(_Camel):

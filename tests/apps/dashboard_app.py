@@ -5,7 +5,9 @@ Real time (the system clock), so the browser sees real runs land and countdowns 
 - ``heartbeat`` (``*/2 * * * * *``, succeeds) and ``flaky`` (``*/3 * * * * *``, raises
   ``ConnectionRefusedError``): the succeeded and failed runs of the timeline;
 - ``dailyDigest`` (``0 9 * * *`` Europe/Berlin) and ``invoice`` (external, monthly): schedules
-  with no runs, for the empty states and an hours-long countdown.
+  with no runs, for the empty states and an hours-long countdown;
+- the handlers ``tenantReport`` and ``cleanup`` (``define_handler``), which the schedule form
+  offers for run-time schedules.
 
 Environment: the scheduler's ``VOLTRO_*`` config (database URL, tokens, replica id).
 
@@ -25,6 +27,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
     schedules_router,
 )
@@ -38,6 +41,16 @@ async def _beat(ctx: ScheduleContext) -> None:
 
 async def _send(ctx: ScheduleContext) -> None:
     raise ConnectionRefusedError("smtp.internal:25 refused the connection")
+
+
+@define_handler(name="tenantReport")
+async def tenant_report(ctx: ScheduleContext) -> None:
+    return None
+
+
+@define_handler(name="cleanup")
+async def cleanup(ctx: ScheduleContext) -> None:
+    return None
 
 
 schedules = [
@@ -72,7 +85,7 @@ schedules = [
     ),
 ]
 
-scheduling = Scheduling(schedules, config=SchedulingConfig())
+scheduling = Scheduling(schedules, config=SchedulingConfig(), handlers=[tenant_report, cleanup])
 app = FastAPI(title="voltro dashboard test app", lifespan=scheduling.lifespan)
 app.include_router(schedules_router)
 

@@ -5,6 +5,11 @@
 // schedule name and run id: what is expanded, which error is open, focus and scroll all
 // survive a refresh. Countdowns tick every second against the server's clock (the listing's
 // `now`), so a browser whose clock is off still counts down to the real firing.
+//
+// Every write is a call of the inspect API with the session cookie — Run now and pause are
+// POSTs, the run-time schedule form PUTs and DELETEs /_voltro/inspect/schedules/{name} — so the
+// page checks nothing the server does not: it shows the server's refusal next to the field the
+// refusal names.
 (() => {
   "use strict";
 
@@ -173,9 +178,11 @@
 
   // ---- HTTP ----------------------------------------------------------------------------
   class ApiError extends Error {
-    constructor(status, detail) {
+    constructor(status, detail, body) {
       super(detail);
       this.status = status;
+      this.code = (body && body.code) || null; // the package's stable error code
+      this.field = (body && body.field) || null; // 422 invalid_schedule: the body's key
     }
   }
   async function api(path, options) {
@@ -192,7 +199,7 @@
     }
     if (!response.ok) {
       const detail = (body && body.detail) || `${response.status} ${response.statusText}`;
-      throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail));
+      throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail), body);
     }
     return body;
   }
@@ -240,8 +247,9 @@
     r.trigger = el("span", { class: "badge", title: "trigger: who drives the clock" });
     r.paused = el("span", { class: "badge badge-paused", hidden: true, text: "paused" });
     r.last = el("span", { class: "badge status", hidden: true });
+    r.runtime = el("span", { class: "badge badge-runtime", hidden: true, title: "written at run time (the form or PUT), not declared in code", text: "runtime" });
     r.desc = el("p", { class: "desc" });
-    const head = el("div", {}, el("div", { class: "title-line" }, r.expander, r.trigger, r.paused, r.last), r.desc);
+    const head = el("div", {}, el("div", { class: "title-line" }, r.expander, r.trigger, r.runtime, r.paused, r.last), r.desc);
 
     r.actions = el("div", { class: "actions" });
     if (OPERATOR) {
@@ -252,6 +260,14 @@
       r.confirm = el("div", { class: "confirm", role: "group", "aria-label": "Confirm Run now", hidden: true }, r.confirmText, r.confirmYes, r.confirmNo);
       r.pause = el("button", { type: "button", class: "btn", "data-action": "pause", onclick: () => togglePause(s.name) }, "Pause");
       r.actions.append(r.runNow, r.confirm, r.pause);
+      // Only a run-time schedule is the page's to edit or delete: a declared one is the code's.
+      r.edit = el("button", { type: "button", class: "btn", "data-action": "edit", hidden: true, onclick: () => openEditor(s.name) }, "Edit");
+      r.remove = el("button", { type: "button", class: "btn", "data-action": "delete", hidden: true, onclick: () => askDelete(s.name) }, "Delete");
+      r.deleteText = el("span", {});
+      r.deleteYes = el("button", { type: "button", class: "btn btn-danger", "data-action": "confirm-delete", onclick: () => deleteSchedule(s.name) }, "Delete it");
+      r.deleteNo = el("button", { type: "button", class: "btn", onclick: () => cancelDelete(s.name) }, "Cancel");
+      r.deleteConfirm = el("div", { class: "confirm", role: "group", "aria-label": "Confirm Delete", hidden: true }, r.deleteText, r.deleteYes, r.deleteNo);
+      r.actions.append(r.edit, r.remove, r.deleteConfirm);
     }
 
     const fact = (label, node) => el("div", {}, el("dt", { text: label }), el("dd", {}, node));
@@ -263,9 +279,11 @@
     r.overlap = el("span", {});
     r.backfill = el("span", {});
     r.maxRuntime = el("span", {});
+    r.source = el("span", { "data-source": "" });
     const next = el("div", { class: "fact-next" }, r.nextLabel, el("dd", {}, r.countdown, r.nextAbs));
     r.facts = el("dl", { class: "facts" }, next, fact("cron", r.cron), fact("zone", r.zone),
-      fact("overlap", r.overlap), fact("backfill", r.backfill), fact("max runtime", r.maxRuntime));
+      fact("overlap", r.overlap), fact("backfill", r.backfill), fact("max runtime", r.maxRuntime),
+      fact("source", r.source));
     r.pausedNote = el("p", { class: "paused-note", hidden: true });
 
     r.runsEmpty = el("p", { class: "empty", hidden: true });
@@ -300,8 +318,16 @@
       setClass(r.last, `badge status status-${s.lastRun.status}`);
       r.last.title = `last scheduled run: ${s.lastRun.status}, slot ${s.lastRun.scheduledAt}`;
     } else r.last.hidden = true;
-    setText(r.desc, s.description || "");
-    r.desc.hidden = !s.description;
+    const runtime = s.source === "runtime";
+    r.runtime.hidden = !runtime;
+    let desc = s.description || "";
+    if (runtime && !desc) {
+      // A run-time schedule has no description: say what it runs instead.
+      const args = s.args && Object.keys(s.args).length ? ` with args ${JSON.stringify(s.args)}` : "";
+      desc = `Runs handler ${s.handler}${args}.`;
+    }
+    setText(r.desc, desc);
+    r.desc.hidden = !desc;
 
     setText(r.nextLabel, s.trigger === "external" ? "next occurrence" : "next firing");
     r.countdown.dataset.at = s.nextFiring || "";
@@ -313,6 +339,8 @@
     setText(r.overlap, s.onOverlap);
     setText(r.backfill, s.backfill);
     setText(r.maxRuntime, s.maxRuntimeMs == null ? "none" : setting(s.maxRuntimeMs));
+    setText(r.source, s.source || "code");
+    r.source.dataset.source = s.source || "code";
 
     r.pausedNote.hidden = !pause;
     if (pause) {
@@ -330,6 +358,11 @@
       setText(r.pause, pause ? "Resume" : "Pause");
       r.pause.dataset.action = pause ? "resume" : "pause";
       setText(r.confirmText, `Run ${s.name} now? It runs even if a run is in flight.`);
+      const asking = !r.deleteConfirm.hidden;
+      r.edit.hidden = !runtime || asking;
+      r.remove.hidden = !runtime || asking;
+      if (!runtime) r.deleteConfirm.hidden = true;
+      setText(r.deleteText, `Delete ${s.name}? Nothing new fires; its runs stay in the history.`);
     }
 
     r.timeline.hidden = !open;
@@ -527,6 +560,209 @@
     } finally {
       r.pause.disabled = false;
     }
+  }
+
+  function askDelete(name) {
+    const r = card(name).refs;
+    r.edit.hidden = true;
+    r.remove.hidden = true;
+    r.deleteConfirm.hidden = false;
+    r.deleteNo.focus();
+  }
+  function cancelDelete(name) {
+    const r = card(name).refs;
+    r.deleteConfirm.hidden = true;
+    r.edit.hidden = false;
+    r.remove.hidden = false;
+    r.remove.focus();
+  }
+
+  async function deleteSchedule(name) {
+    const node = card(name);
+    const r = node.refs;
+    r.deleteYes.disabled = true;
+    try {
+      await api(`/${encodeURIComponent(name)}`, { method: "DELETE" });
+      say(`${name} is deleted: nothing new fires on any replica; its runs stay in the ledger.`);
+      if (editor.name === name) closeEditor();
+      state.expanded.delete(name);
+      storeExpanded();
+      await refresh();
+    } catch (error) {
+      report(error, `Could not delete ${name}`);
+      if (node.isConnected) cancelDelete(name);
+    } finally {
+      r.deleteYes.disabled = false;
+    }
+  }
+
+  // ---- the run-time schedule form (operator) --------------------------------------------
+  // One form for New and Edit. It PUTs /_voltro/inspect/schedules/{name} — the route any
+  // client calls, which checks every field — and shows a refusal next to the field it names.
+  const form = $("schedule-form");
+  const editor = {
+    section: $("editor"),
+    title: $("editor-title"),
+    save: $("save-schedule"),
+    formError: $("form-error"),
+    opener: null, // the button that opened the form: focus goes back to it
+    name: null, // the schedule being edited (null: a new one)
+  };
+  const FIELDS = ["name", "cron", "timezone", "handler", "onOverlap", "backfill", "maxRuntimeMs", "args"];
+  const input = (field) => $(`f-${field}`);
+
+  function clearErrors() {
+    editor.formError.hidden = true;
+    editor.formError.textContent = "";
+    for (const field of FIELDS) {
+      const note = $(`f-${field}-error`);
+      note.hidden = true;
+      note.textContent = "";
+      input(field).removeAttribute("aria-invalid");
+    }
+  }
+  function showError(field, message) {
+    const note = field && $(`f-${field}-error`);
+    if (!note) {
+      editor.formError.textContent = message;
+      editor.formError.hidden = false;
+      return;
+    }
+    note.textContent = message;
+    note.hidden = false;
+    input(field).setAttribute("aria-invalid", "true");
+    input(field).focus();
+  }
+
+  function fillZones() {
+    const list = $("zones");
+    if (!list || list.children.length || !Intl.supportedValuesOf) return;
+    try {
+      for (const zone of Intl.supportedValuesOf("timeZone")) list.append(el("option", { value: zone }));
+    } catch (_) {
+      /* an older browser: the field still takes any zone the server knows */
+    }
+  }
+
+  function openEditor(name) {
+    const s = name ? state.schedules.get(name) : null;
+    if (!form || (name && !s)) return;
+    editor.name = name;
+    editor.opener = document.activeElement;
+    clearErrors();
+    form.reset();
+    fillZones();
+    const nameField = input("name");
+    if (s) {
+      setText(editor.title, `Edit ${name}`);
+      setText(editor.save, "Save");
+      nameField.value = name;
+      nameField.readOnly = true; // the name is the key: a rename is a new schedule
+      input("cron").value = s.cron;
+      input("timezone").value = s.timezone;
+      const handler = input("handler");
+      if (![...handler.options].some((o) => o.value === s.handler)) {
+        handler.append(el("option", { value: s.handler, text: s.handler }));
+      }
+      handler.value = s.handler;
+      input("onOverlap").value = s.onOverlap;
+      input("backfill").value = s.backfill;
+      input("maxRuntimeMs").value = s.maxRuntimeMs == null ? "" : String(s.maxRuntimeMs);
+      input("args").value = s.args && Object.keys(s.args).length ? JSON.stringify(s.args, null, 2) : "";
+    } else {
+      setText(editor.title, "New schedule");
+      setText(editor.save, "Create");
+      nameField.readOnly = false;
+    }
+    editor.section.hidden = false;
+    $("new-schedule").setAttribute("aria-expanded", "true");
+    editor.section.scrollIntoView({ block: "start" });
+    (s ? input("cron") : nameField).focus();
+  }
+
+  function closeEditor() {
+    editor.section.hidden = true;
+    editor.name = null;
+    $("new-schedule").setAttribute("aria-expanded", "false");
+    const back = editor.opener;
+    editor.opener = null;
+    if (back && back.isConnected) back.focus();
+  }
+
+  // The PUT body from the form, or null after showing what is wrong with what cannot be sent
+  // as JSON at all. Everything else — the cron, the zone, the numbers — is the server's to judge.
+  function formBody() {
+    const body = {
+      cron: input("cron").value.trim(),
+      timezone: input("timezone").value.trim(),
+      handler: input("handler").value,
+      onOverlap: input("onOverlap").value,
+      backfill: input("backfill").value,
+    };
+    const max = input("maxRuntimeMs").value.trim();
+    if (max) body.maxRuntimeMs = /^\d+$/.test(max) ? Number(max) : max;
+    const args = input("args").value.trim();
+    if (args) {
+      try {
+        body.args = JSON.parse(args);
+      } catch (error) {
+        showError("args", `Not JSON (${error.message}) — write an object such as {"tenant": "acme"}, or leave it empty.`);
+        return null;
+      }
+    }
+    return body;
+  }
+
+  async function saveSchedule(event) {
+    event.preventDefault();
+    clearErrors();
+    const name = editor.name || input("name").value.trim();
+    if (!name) {
+      showError("name", "Enter a name, e.g. report.acme.");
+      return;
+    }
+    if (name.includes("/") || name === "." || name === "..") {
+      // Not the server's rule repeated: such a name cannot be a URL segment, so the PUT would
+      // reach another route (or none) and never be judged.
+      showError("name", `"${name}" cannot be a schedule's name — use letters, digits, "_", "-", "." or ":", starting with a letter or digit.`);
+      return;
+    }
+    const existing = state.schedules.get(name);
+    if (!editor.name && existing && existing.source === "runtime") {
+      // A PUT would replace it: a New form must not overwrite a schedule unseen.
+      showError("name", `${name} exists already — use its Edit button to change it.`);
+      return;
+    }
+    const body = formBody();
+    if (!body) return;
+    editor.save.disabled = true;
+    try {
+      const answer = await api(`/${encodeURIComponent(name)}`, {
+        method: "PUT",
+        headers: { Accept: "application/json", "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      const what = editor.name ? "saved: the new definition is in force from now" : "created";
+      say(`${name} ${what} (next firing ${answer.nextFiring ? until(answer.nextFiring) : "none"}).`);
+      closeEditor();
+      await refresh();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) sessionEnded();
+      else if (error instanceof ApiError && error.code === "declared_in_code") showError("name", error.message);
+      else if (error instanceof ApiError && error.field) showError(error.field.split(".")[0], error.message);
+      else showError(null, `Could not save ${name}: ${error.message}`);
+    } finally {
+      editor.save.disabled = false;
+    }
+  }
+
+  if (OPERATOR && form) {
+    form.addEventListener("submit", saveSchedule);
+    $("new-schedule").addEventListener("click", () => openEditor(null));
+    $("cancel-schedule").addEventListener("click", closeEditor);
+    editor.section.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") closeEditor();
+    });
   }
 
   function report(error, what) {
