@@ -7,7 +7,9 @@ schedule owes no slot before it; an edit is a new version, so the slots its prev
 ran are not run again and the new cadence owes nothing from before the edit (the same rule as a
 cron edited between deploys, :mod:`.definitions`). ``delete_schedule`` adds a *tombstone*: a
 version with ``deleted`` set, effective from the deletion — the slots before it are still owed
-(the audit checks them), none after it. Writing the name again later starts a new span.
+(the audit checks them), none after it; the firings of an ``on_overlap="queue"`` schedule
+still waiting in its line are written off (``missed``, ``error_tag="written-off"``) and never
+run. Writing the name again later starts a new span.
 Versions are only ever added; two writers racing for one version number are told apart by the
 primary key ``(name, version)``, and the loser writes the next number.
 
@@ -19,9 +21,11 @@ flight finishes; nothing new fires).
 heartbeat (:meth:`Catalog.follow`), and apply them the same way — so a write reaches every
 replica within one heartbeat. The read overlaps the previous one by :data:`LOOKBACK` (a
 version commits a little after the instant it is stamped with) and skips versions already
-known. A Postgres ``LISTEN/NOTIFY`` on each write (``change_strategy="cdc"``) is the seam for
-a faster path: it only needs to call :meth:`Catalog.poke`, which makes :meth:`follow` read at
-once instead of at the next beat.
+known. On Postgres under ``change_strategy="cdc"`` each write also sends a ``NOTIFY`` (in the
+insert's own statement, delivered at commit, on a channel of its own); every replica's
+engine listens on its one ``LISTEN`` session and calls :meth:`Catalog.poke`, so
+:meth:`follow` reads at once instead of at the next beat — milliseconds, not a heartbeat.
+The heartbeat read stays: a notification is a hint, lost while the session is down.
 
 Until a replica has read a write, it runs what it knew: an edit's old cadence may fire there
 for up to one heartbeat (its slots are claimed like any other, so under ``advisoryLock`` a slot
@@ -155,6 +159,8 @@ class Catalog:
         each other — ten thousand tenants are written in parallel, not one at a time."""
         self._runtime = {s.name: s for s in listing if s.source == RUNTIME_SOURCE}
         """The run-time part of :attr:`listing`, by name (what :meth:`runs` answers in O(1))."""
+        # cdc: a peer's write arrives as a NOTIFY on the engine's listening session
+        engine.definition_written = lambda _name: self.poke()
 
     def runs(self, name: str) -> Schedule | None:
         """The run-time schedule ``name`` as this scheduler runs it."""
@@ -261,7 +267,7 @@ class Catalog:
                 newest = await self._newest(name)
                 if newest is None or newest.source != RUNTIME_SOURCE or newest.deleted:
                     if newest is not None:
-                        self.apply(newest)  # a delete read from elsewhere: applied now
+                        await self._carry_out(newest)  # a delete read from elsewhere: now
                     raise ScheduleNotFoundError(name)
                 tombstone = DefinitionRecord(
                     **{
@@ -274,7 +280,7 @@ class Catalog:
                 )
                 stored, _ = await self._write(tombstone)
                 if stored is not None:
-                    self.apply(stored)
+                    await self._carry_out(stored)
                     logger.info(
                         "schedule: run-time schedule deleted  name=%s version=%d "
                         "effectiveFrom=%s by=%s",
@@ -302,7 +308,7 @@ class Catalog:
         """Insert ``record``: ``(record, record)`` when it is stored; ``(None, newest)`` when a
         peer wrote that version number first (the caller writes the next after ``newest``,
         read here in the same breath)."""
-        if await self.store.add_definitions([record]) == 1:
+        if await self.store.add_definitions([record], announce=self.engine.cdc) == 1:
             return record, record  # recorded as given: nothing to read back
         # Nothing recorded by this call — a peer's version holds the number, or a retried
         # statement whose first try had committed ours: the table says which.
@@ -341,6 +347,14 @@ class Catalog:
             self._runtime[record.name] = change.schedule
         return True
 
+    async def _carry_out(self, record: DefinitionRecord) -> bool:
+        """:meth:`apply` ``record``; a tombstone newly applied also writes off the firings
+        waiting in the deleted schedule's line (:meth:`.Engine.write_off_deleted`)."""
+        applied = self.apply(record)
+        if applied and record.deleted:
+            await self.engine.write_off_deleted(record.name, record.effective_from)
+        return applied
+
     async def follow(self) -> None:
         r"""Every heartbeat of the engine's clock (or at once when :meth:`poke`\ d), read the
         versions that took effect since the newest seen and apply them (see the module
@@ -375,7 +389,7 @@ class Catalog:
             return 0
         applied = 0
         for record in records:
-            applied += self.apply(record)
+            applied += await self._carry_out(record)
             if self._seen is None or record.effective_from > self._seen:
                 self._seen = record.effective_from
         if self._seen is None:

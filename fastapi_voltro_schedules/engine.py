@@ -15,7 +15,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -112,7 +112,14 @@ class Engine:
         cluster = coordination is not Coordination.SINGLE
         # cdc: terminal writes are announced with NOTIFY and waiters listen — on Postgres only
         # (elsewhere the setting is refused at boot, see Scheduling).
-        self.listens = cluster and change_strategy is ChangeStrategy.CDC
+        self.cdc = change_strategy is ChangeStrategy.CDC
+        """Run-time definition writes are announced, and this engine listens for them: a
+        replica of any coordination follows them (and a CLI writes them beside one)."""
+        self.listens = cluster and self.cdc
+        """Terminal writes are announced too: their waiters are on other replicas."""
+        self.definition_written: Callable[[str], None] | None = None
+        """Told the name of each definition version another process (or this one) wrote, when
+        its ``NOTIFY`` arrives (cdc): the catalog reads at once (:meth:`.Catalog.poke`)."""
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
         queue_metrics = queue_metrics or default_queue_metrics()
         gate: SingleGate | ClaimGate | ClusterGate = claims if cluster else SingleGate(claims)
@@ -235,7 +242,7 @@ class Engine:
                     await self.maintenance.reap()
                     await self.maintenance.write_off()
                     await self.resume_orphans()
-                    if self.listens:
+                    if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
                     if self.membership is not None:
@@ -348,14 +355,23 @@ class Engine:
             self._folding = False
 
     async def _listen(self) -> None:
-        """cdc: wake this replica's waiters on every other replica's terminal write. A hint:
-        while the channel is down, the poll still covers every waiter."""
+        """cdc: wake this replica's waiters on every other replica's terminal write, and its
+        catalog on every run-time definition write. A hint: while the channel is down, the
+        poll still covers every waiter and the heartbeat every definition."""
         while True:
             try:
-                await self.store.listen_changed(self.wakeups.notify, task_status=_Listening())
+                await self.store.listen_changed(
+                    self.wakeups.notify,
+                    on_definition=self._definition_heard,
+                    task_status=_Listening(),
+                )
             except Exception as exc:  # the channel broke: poll alone until it is back
                 logger.warning("schedule: change notifications lost — polling: %s", exc)
             await anyio.sleep(1.0)
+
+    def _definition_heard(self, name: str) -> None:
+        if self.definition_written is not None:
+            self.definition_written(name)
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
@@ -407,6 +423,23 @@ class Engine:
         if self.membership is not None:
             self.membership.schedules.pop(name, None)
         return self.timer.disarm(name) or known
+
+    async def write_off_deleted(self, name: str, deleted_at: datetime) -> int:
+        """``name`` (a run-time schedule) was deleted at ``deleted_at``: the firings waiting
+        in its line never run; each ends with a ``missed``/``written-off`` row
+        (:meth:`.Maintenance.write_off_deleted`). This process's in-process waiters leave
+        the line before anything is awaited; the ledger's ``queued`` rows — any replica's —
+        are written off, and their waiters (here at once, elsewhere at their next look, a
+        ``NOTIFY`` under cdc) find their rows gone and stand down. Returns the rows written."""
+        withdrawn = self.admitter.chain.withdraw(name)
+        written = await self.maintenance.write_off_deleted(name, deleted_at, withdrawn)
+        self.wakeups.notify(name)
+        if written and self.listens:
+            try:
+                await self.store.notify_changed([name])
+            except StoreUnavailableError:  # a hint: the others' poll finds the rows gone
+                pass
+        return written
 
     # -- what the rest of the package asks ------------------------------------------------
 
