@@ -383,18 +383,23 @@ class Catalog:
         """One read of the versions since the newest seen; returns how many were applied."""
         after = (self._seen or self.clock.now()) - LOOKBACK
         try:
-            records = await self.store.definitions_since(after)
+            newest, records = await self.store.definitions_since(after, self._known)
         except StoreUnavailableError as exc:
             logger.warning("scheduler: could not read run-time schedule changes: %s", exc)
             return 0
         applied = 0
         for record in records:
             applied += await self._carry_out(record)
-            if self._seen is None or record.effective_from > self._seen:
-                self._seen = record.effective_from
+        if newest is not None and (self._seen is None or newest > self._seen):
+            self._seen = newest
         if self._seen is None:
             self._seen = after + LOOKBACK
         return applied
+
+    def _known(self, name: str, version: int) -> bool:
+        """Whether this replica holds version ``version`` of ``name`` or a newer one."""
+        current = self.versions.current(name)
+        return current is not None and current.version >= version
 
     def start_from(self, seen: datetime) -> None:
         """Versions up to ``seen`` were read at boot: the first read starts there."""

@@ -487,3 +487,36 @@ async def test_a_write_is_one_insert_and_a_peer_ahead_of_this_replica_is_read_an
         same = await put(scheduling, args={"v": 4})
         assert (same.changed, same.version.version) == (False, 6)
         assert sent == ["SELECT"]
+
+
+async def test_a_follower_reads_whole_rows_only_of_the_versions_it_does_not_know(
+    sqlite_url: str,
+) -> None:
+    """``Catalog.read_changes`` overlaps each read by a minute: after 10,000 writes it read
+    10,000 whole rows every beat for that minute (200–500 ms of the loop each, beside a herd).
+    It reads their keys, and whole rows only of what it does not know."""
+    calls, clock = Calls(), ManualClock(T0)
+    async with booted(sqlite_url, clock, calls) as scheduling:
+        for i in range(5):
+            await scheduling.put_schedule(
+                f"t{i}", cron="0 9 * * *", timezone="UTC", handler="tenantReport"
+            )
+        store = scheduling.running_store()
+        newest, records = await store.definitions_since(T0 - timedelta(minutes=1))
+        assert [r.name for r in records] == [f"t{i}" for i in range(5)]
+        assert newest == records[-1].effective_from
+        # a peer's edit of t3, and a new t9: the only whole rows a follower reads
+        peer = [
+            replace(records[3], version=2, cron="0 10 * * *", recorded_by="pod-2"),
+            replace(records[4], name="t9", recorded_by="pod-2"),
+        ]
+        await store.add_definitions(peer)
+        catalog = scheduling.running_catalog()
+        newest, unknown = await store.definitions_since(T0 - timedelta(minutes=1), catalog._known)
+        assert [(r.name, r.version) for r in unknown] == [("t3", 2), ("t9", 1)]
+        assert newest == max(r.effective_from for r in records)
+        assert await catalog.read_changes() == 2
+        assert scheduling.schedule("t3").cron == "0 10 * * *"
+        assert scheduling.schedule("t9").source == "runtime"
+        _, none = await store.definitions_since(T0 - timedelta(minutes=1), catalog._known)
+        assert none == []

@@ -364,8 +364,10 @@ class InstrumentedStore(Store):
     ) -> dict[str, list[DefinitionRecord]]:
         return await self._counted("definitions", self._inner.definitions(names))
 
-    async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
-        return await self._counted("definitions_since", self._inner.definitions_since(after))
+    async def definitions_since(
+        self, after: datetime, known: Callable[[str, int], bool] | None = None
+    ) -> tuple[datetime | None, list[DefinitionRecord]]:
+        return await self._counted("definitions_since", self._inner.definitions_since(after, known))
 
     async def add_definitions(
         self, records: Sequence[DefinitionRecord], *, announce: bool = False

@@ -39,6 +39,7 @@ from .claims import (
     slots_with_rows,
 )
 from .definitions import (
+    definition_keys_since_select,
     definitions_insert,
     definitions_insert_announced,
     definitions_select,
@@ -127,6 +128,7 @@ __all__ = [
     "conditional_update",
     "database_now",
     "database_now_sql",
+    "definition_keys_since_select",
     "definitions_insert",
     "definitions_insert_announced",
     "definitions_select",

@@ -60,11 +60,18 @@ def definitions_select(names: Collection[str] | None = None) -> Select[Any]:
     return stmt
 
 
-def definitions_since_select(after: datetime) -> Select[Any]:
-    """Versions that took effect after ``after``, oldest first (by the effective_from index)."""
+def definition_keys_since_select(after: datetime) -> Select[Any]:
+    """``(name, version, effective_from)`` of the versions that took effect after ``after``:
+    what a follower compares with what it knows before it reads any whole row."""
     c = definitions_table.c
-    return (
-        select(definitions_table)
-        .where(c.effective_from > after)
-        .order_by(c.effective_from, c.name, c.version)
-    )
+    return select(c.name, c.version, c.effective_from).where(c.effective_from > after)
+
+
+def definitions_since_select(after: datetime, names: Collection[str] | None = None) -> Select[Any]:
+    """Versions that took effect after ``after``, oldest first (by the effective_from index);
+    of ``names`` only, when given."""
+    c = definitions_table.c
+    stmt = select(definitions_table).where(c.effective_from > after)
+    if names is not None:
+        stmt = stmt.where(c.name.in_(sorted(names)))
+    return stmt.order_by(c.effective_from, c.name, c.version)
