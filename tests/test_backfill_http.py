@@ -81,17 +81,22 @@ def test_25_run_26_need_confirmation_and_each_slot_gets_its_own_scheduled_at(
             "fired": 25,
             "succeeded": 25,
             "failed": 0,
+            "reprocess": "none",
+            "toRun": 25,
+            "kept": 0,
+            "taken": 0,
         }
 
-        # 26 again: the refusal now says 25 of them already succeeded (they would run again).
-        refused = app.post({"from": FROM, "to": hours(26)})
+        # 26 again, re-running every slot: the refusal says 25 of them already succeeded (and
+        # would run again under reprocess=all).
+        refused = app.post({"from": FROM, "to": hours(26), "reprocess": "all"})
         assert refused.status_code == 409
         assert (refused.json()["count"], refused.json()["alreadySucceeded"]) == (26, 25)
-        assert "25 of them already succeeded" in refused.json()["detail"]
+        assert "25 of them already succeeded and would run again" in refused.json()["detail"]
         assert len(ledger(app.url)) == 25 and len(handler_log(app.log)) == 25
 
         # Confirmed: 26 progress lines and the summary.
-        events = app.stream({"from": FROM, "to": hours(26), "confirm": True})
+        events = app.stream({"from": FROM, "to": hours(26), "confirm": True, "reprocess": "all"})
         assert [e["event"] for e in events] == ["progress"] * 26 + ["summary"]
         assert all(e["count"] == 26 and e["alreadySucceeded"] == 25 for e in events)
         assert (events[-1]["fired"], events[-1]["succeeded"], events[-1]["failed"]) == (26, 26, 0)
@@ -216,4 +221,4 @@ def test_a_second_range_of_the_schedule_is_refused_while_one_runs(tmp_path: Path
         assert first["events"][-1]["fired"] == 4
         # Only the first range fired; the lock is released afterwards.
         assert len(ledger(url)) == 4
-        assert app.stream({"from": FROM, "to": hours(1)})[-1]["fired"] == 1
+        assert app.stream({"from": FROM, "to": hours(1), "reprocess": "all"})[-1]["fired"] == 1

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..backfill import RangeSummary, parse_instant
+from ..backfill import RangePlan, RangeSummary, parse_instant
 from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
@@ -224,9 +224,13 @@ async def fire(name: str, request: Request) -> FireAnswer:
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/backfill",
-    summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
+    summary="Range backfill: the occurrences in (from, to] `reprocess` says, in order, as "
+    "manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
-    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line. The body is "
+    "ranges stream NDJSON: one `progress` line per slot fired, then a `summary` line. "
+    "`reprocess` (none|failed|all, default none) says which slots that already have an "
+    "outcome run again; `dryRun: true` answers one JSON object listing each slot with its "
+    "current status, and writes nothing. The body is "
     f"at most {MAX_BODY_BYTES:,} bytes (413 above).",
     openapi_extra={
         "requestBody": {
@@ -246,12 +250,13 @@ async def fire(name: str, request: Request) -> FireAnswer:
             SchedulerNotRunningError,
         ),
         200: {
-            "description": "NDJSON stream of progress lines, then a summary line",
-            "content": {"application/x-ndjson": {}},
+            "description": "NDJSON stream of progress lines, then a summary line (a dry "
+            "run: one JSON object)",
+            "content": {"application/x-ndjson": {}, "application/json": {}},
         },
     },
 )
-async def backfill(name: str, request: Request) -> StreamingResponse:
+async def backfill(name: str, request: Request) -> Response:
     # The body is read here, after the router's token dependency ran: FastAPI reads a declared
     # body parameter before any dependency, so unauthenticated posts were parsed whole.
     scheduling = scheduling_of(request)
@@ -259,8 +264,16 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
     body = backfill_request(await read_body(request))
     # Every refusal (a range of this schedule already running too) answers here, up front.
     plan = await scheduling.plan_backfill(
-        name, body.start, body.end, confirm=body.confirm, limit=body.limit
+        name,
+        body.start,
+        body.end,
+        confirm=body.confirm,
+        limit=body.limit,
+        reprocess=body.reprocess,
+        dry_run=body.dry_run,
     )
+    if plan.dry_run:
+        return JSONResponse(dry_run_answer(plan))
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=16)
     gone = anyio.Event()
 
@@ -365,6 +378,35 @@ def _summary(summary: RangeSummary) -> dict[str, Any]:
         "fired": summary.fired,
         "succeeded": summary.succeeded,
         "failed": summary.failed,
+        "reprocess": summary.reprocess.value,
+        "toRun": summary.to_run,
+        "kept": summary.kept,
+        "taken": summary.taken,
+    }
+
+
+def dry_run_answer(plan: RangePlan) -> dict[str, Any]:
+    """A dry run's answer: the range, and each slot with its current status and action."""
+    return {
+        "name": plan.schedule,
+        "dryRun": True,
+        "from": iso_z(plan.start),
+        "to": iso_z(plan.end),
+        "reprocess": plan.reprocess.value,
+        "count": plan.count,
+        "alreadySucceeded": plan.already_succeeded,
+        "toRun": plan.to_run,
+        "kept": plan.kept,
+        "slots": [
+            {
+                "scheduledAt": iso_z(state.slot),
+                "status": None if state.status is None else state.status.value,
+                "action": state.action.value,
+                "runId": None if state.current is None else state.current.id,
+                "rows": state.rows,
+            }
+            for state in plan.states
+        ],
     }
 
 

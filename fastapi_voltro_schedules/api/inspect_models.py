@@ -70,9 +70,20 @@ class BackfillRequest(BaseModel):
         description="ISO-8601 instant with a zone; inclusive.",
         json_schema_extra={"format": "date-time"},
     )
-    confirm: bool = Field(default=False, description="Required above 25 occurrences.")
+    confirm: bool = Field(default=False, description="Required above 25 slots to run.")
     limit: int | None = Field(
         default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
+    )
+    reprocess: Literal["none", "failed", "all"] = Field(
+        default="none",
+        description="Which slots that already have an outcome run again: none (only slots "
+        "with nothing recorded run), failed (also failed and missed ones), all (every slot).",
+    )
+    dry_run: bool = Field(
+        default=False,
+        alias="dryRun",
+        description="List each slot with its current status and what would happen; fire "
+        "nothing, write nothing (answers one JSON object, not a stream).",
     )
 
 
@@ -332,7 +343,8 @@ def backfill_request(raw: bytes) -> BackfillRequest:
             problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
         raise BackfillRequestError(
             "invalid backfill request — " + "; ".join(problems) + " — send a JSON object "
-            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
+            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int, '
+            '"reprocess": "none"|"failed"|"all", "dryRun": bool}'
         ) from None
 
 

@@ -106,13 +106,21 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def claim_and_insert(
-        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+        self,
+        runs: Sequence[RunRecord],
+        replica_id: str,
+        claimed_at: datetime,
+        *,
+        keys: Sequence[str] | None = None,
     ) -> set[str]:
         """Claim each run's slot (its :func:`~..models.claim_key`) and insert the rows of the
         slots this call won, in one transaction per chunk of keys; returns the ids of the runs
         inserted. A claim never lands without its row, nor a row without its claim: a process
         killed halfway leaves neither. Same election per key as :meth:`claim_many`; errors as
-        :meth:`claim` (on an error no run is reported inserted)."""
+        :meth:`claim` (on an error no run is reported inserted).
+
+        ``keys`` (aligned with ``runs``): claim these keys instead of the slots' own — a range
+        backfill's re-run of a slot claims the re-run (:func:`~..models.rerun_claim_key`)."""
 
     @abc.abstractmethod
     async def rowless_claims(

@@ -194,10 +194,15 @@ class InstrumentedStore(Store):
         )
 
     async def claim_and_insert(
-        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+        self,
+        runs: Sequence[RunRecord],
+        replica_id: str,
+        claimed_at: datetime,
+        *,
+        keys: Sequence[str] | None = None,
     ) -> set[str]:
         try:
-            inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at)
+            inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at, keys=keys)
         except StoreUnavailableError:
             self._error("claim_and_insert")
             raise
