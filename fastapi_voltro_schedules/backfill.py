@@ -417,7 +417,8 @@ async def _fire_all(
             summary.stopped = "client-gone"
             return
         try:
-            request = FireRequest(schedule, slot, Why.RANGE, claim=_claim(schedule.name, state))
+            claim = step_claim(schedule.name, state)
+            request = FireRequest(schedule, slot, Why.RANGE, claim=claim)
             step = await engine.fire(request)
             status = await step.finished()
         except StoreUnavailableError as exc:
@@ -453,7 +454,7 @@ async def _fire_all(
                 await result
 
 
-def _claim(name: str, state: SlotPlan) -> str:
+def step_claim(name: str, state: SlotPlan) -> str:
     """The claims key a range step must win: the slot's own when nothing is recorded for it
     (the key a clock-driven firing of it claims), else one naming the row it re-runs."""
     if state.action is SlotAction.RERUN and state.current is not None:

@@ -114,6 +114,25 @@ def test_url_mode_confirmation_summary_and_already_succeeded(served: App) -> Non
     assert {s["trigger"] for s in handler_log(app.log)} == {"manual"}
 
 
+def test_url_mode_dry_run_lists_the_slots_and_fires_nothing(served: App) -> None:
+    app = served
+    assert via(app, "--from", FROM, "--to", hours(2)).exit_code == 0
+    dry = via(app, "--from", FROM, "--to", hours(30), "--dry-run", "--reprocess", "all")
+    assert dry.exit_code == 0, dry.output  # 30 slots, no --yes: a dry run asks nothing
+    lines = dry.stdout.strip().splitlines()
+    assert "30 occurrences, 30 would run, 0 kept (alreadySucceeded=2)" in lines[0]
+    assert "dry run, nothing fired" in lines[0]
+    assert lines[1].split() == ["2026-08-10T01:00:00.000Z", "succeeded", "rerun"]
+    assert lines[3].split() == ["2026-08-10T03:00:00.000Z", "-", "run"]
+    assert len(lines) == 31
+    assert len(ledger(app.url)) == 2 and len(handler_log(app.log)) == 2
+
+    bad = via(app, "--from", FROM, "--to", hours(2), "--reprocess", "some")
+    assert bad.exit_code == 2 and "--reprocess 'some' is not one of none, failed, all" in (
+        bad.stderr
+    )
+
+
 def test_url_mode_refusals_bad_input_and_tokens(served: App) -> None:
     app = served
     over = via(app, "--from", FROM, "--to", hours(30), "--yes", "--limit", "28")

@@ -222,3 +222,52 @@ def test_a_second_range_of_the_schedule_is_refused_while_one_runs(tmp_path: Path
         # Only the first range fired; the lock is released afterwards.
         assert len(ledger(url)) == 4
         assert app.stream({"from": FROM, "to": hours(1), "reprocess": "all"})[-1]["fired"] == 1
+
+
+def test_dry_run_and_reprocess_in_the_body(tmp_path: Path, database: str) -> None:
+    with start_app(tmp_path, database, BACKFILL_FAIL_AT=slot(2).isoformat()) as app:
+        first = app.stream({"from": FROM, "to": hours(3)})
+        assert (first[-1]["fired"], first[-1]["failed"]) == (3, 1)
+        before = ledger(app.url)
+
+        # A dry run: one JSON object, each slot with its current status; nothing written.
+        dry = app.post({"from": FROM, "to": hours(5), "reprocess": "failed", "dryRun": True})
+        assert dry.status_code == 200, dry.text
+        answer = dry.json()
+        assert {k: answer[k] for k in ("dryRun", "reprocess", "count", "toRun", "kept")} == {
+            "dryRun": True,
+            "reprocess": "failed",
+            "count": 5,
+            "toRun": 3,
+            "kept": 2,
+        }
+        assert answer["alreadySucceeded"] == 2
+        assert [(s["status"], s["action"]) for s in answer["slots"]] == [
+            ("succeeded", "keep"),
+            ("failed", "rerun"),
+            ("succeeded", "keep"),
+            (None, "run"),
+            (None, "run"),
+        ]
+        assert answer["slots"][1]["runId"] in {r.id for r in before}
+        assert sorted(r.id for r in ledger(app.url)) == sorted(r.id for r in before)
+        assert len(handler_log(app.log)) == 3
+
+        # Unknown policy: 422 naming the field, nothing fired.
+        bad = app.post({"from": FROM, "to": hours(5), "reprocess": "everything"})
+        assert bad.status_code == 422 and "reprocess" in bad.json()["detail"]
+
+        # reprocess=failed runs the failed slot 2 (it fails again: the app fails it always)
+        # and the two with nothing recorded; the succeeded ones are kept.
+        events = app.stream({"from": FROM, "to": hours(5), "reprocess": "failed"})
+        summary = events[-1]
+        assert summary["event"] == "summary"
+        assert (summary["fired"], summary["failed"], summary["kept"], summary["toRun"]) == (
+            3,
+            1,
+            2,
+            3,
+        )
+        seen = [datetime.fromisoformat(s["scheduledAt"]) for s in handler_log(app.log)[3:]]
+        assert seen == [slot(2), slot(4), slot(5)]
+        assert len(ledger(app.url)) == 6
