@@ -177,6 +177,14 @@ class RowWrite:
     values: dict[str, object]
 
 
+ALL_SCHEDULES = "*"
+"""The pauses tables' row of the fleet-wide pause (every schedule at once): no schedule can be
+named so (``definition.NAME_RE``)."""
+RESUMES_BY_ITSELF = "until"
+"""``resumed_by`` of a fleet-wide pause written with its end (``until``): its ``resumed_at``
+is that instant, ahead of the pause, and the pause holds until then."""
+
+
 @dataclass(frozen=True, slots=True)
 class PauseRecord:
     """One row of ``_voltro_schedule_pauses``: who paused a schedule, when and why, and — once
@@ -191,8 +199,22 @@ class PauseRecord:
 
     @property
     def active(self) -> bool:
-        """Whether the schedule is paused now."""
+        """Whether the schedule is paused now (a fleet-wide pause with an ``until``: see
+        :meth:`in_force`, which needs the instant)."""
         return self.resumed_at is None
+
+    @property
+    def until(self) -> datetime | None:
+        """When a fleet-wide pause resumes by itself (it was written with its end:
+        ``resumed_at`` set ahead, ``resumed_by`` :data:`RESUMES_BY_ITSELF`); ``None`` for one
+        that lasts until resumed, and for a schedule's own pause."""
+        return self.resumed_at if self.resumed_by == RESUMES_BY_ITSELF else None
+
+    def in_force(self, now: datetime) -> bool:
+        """Whether the pause holds at ``now``: not resumed, or resuming by itself later."""
+        if self.resumed_at is None:
+            return True
+        return self.until is not None and now < self.resumed_at
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> PauseRecord:

@@ -59,7 +59,7 @@ from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
-from .pauses import NO_PAUSES, Pauses, PauseView
+from .pauses import ALL_SCHEDULES, NO_PAUSES, Pauses, PauseView
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
 
@@ -475,6 +475,7 @@ class Scheduling:
                 paused_at=iso_z(record.paused_at),
                 paused_by=record.paused_by,
                 reason=record.reason,
+                every_schedule=record.name == ALL_SCHEDULES,
             )
 
     def running_pauses(self) -> Pauses:
@@ -492,6 +493,20 @@ class Scheduling:
         """Resume ``name`` from its next occurrence; ``None`` when it was not paused."""
         self.schedule(name)
         return await self.running_pauses().resume(name, by=by)
+
+    async def pause_all(
+        self, *, by: str, reason: str | None = None, until: datetime | None = None
+    ) -> PauseRecord:
+        """Pause every schedule on every replica — run-time ones written meanwhile too — until
+        :meth:`resume_all`, or until ``until`` (an aware instant after now: every replica
+        fires again by itself after it). Nothing inside the window is replayed. Idempotent: a
+        window in force keeps its who/when/why and takes the new ``until``."""
+        return await self.running_pauses().pause_all(by=by, reason=reason, until=until)
+
+    async def resume_all(self, *, by: str) -> PauseRecord | None:
+        """End the fleet-wide pause now (its window is not caught up; schedules paused on
+        their own stay paused); ``None`` when every schedule was never paused at once."""
+        return await self.running_pauses().resume_all(by=by)
 
     def disabled_message(self) -> str:
         return (

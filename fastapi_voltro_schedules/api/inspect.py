@@ -23,6 +23,7 @@ from ..errors import (
     BackfillRequestError,
     BackfillStoppedError,
     InvalidQueryError,
+    PauseRequestError,
     PayloadTooLargeError,
     ScheduleNotFoundError,
     SchedulePausedError,
@@ -45,6 +46,8 @@ from .inspect_models import (
     BackfillRequest,
     FireAnswer,
     InspectRunView,
+    PauseAllAnswer,
+    PauseAllRequest,
     PauseAnswer,
     PauseRequest,
     PauseView,
@@ -82,11 +85,13 @@ async def list_schedules(request: Request) -> ScheduleList:
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
+    fleet = pauses.fleet()
     return ScheduleList(
         coordination=scheduling.effective_coordination.value,
         replica_id=scheduling.config.replica_id,
         fires_here=scheduling.fires_here,
         now=iso_z(now),
+        pause_all=None if fleet is None else PauseView.of(fleet),
         schedules=[
             schedule_view(scheduling, s, last.get(s.name), pauses, now)
             for s in scheduling.schedules
@@ -333,7 +338,7 @@ async def pause(
     name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
 ) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    before = (await scheduling.current_pauses()).get(name)
+    before = (await scheduling.current_pauses()).own(name)
     reason = None if body is None else body.reason
     record = await scheduling.pause(name, by=role.value, reason=reason)
     changed = before is None or not before.active
@@ -352,11 +357,70 @@ async def pause(
 )
 async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    before = (await scheduling.current_pauses()).get(name)
+    before = (await scheduling.current_pauses()).own(name)
     record = await scheduling.resume(name, by=role.value)
     changed = before is not None and before.active
     resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
     return PauseAnswer(name=name, paused=False, changed=changed, pause=None, resumed_at=resumed_at)
+
+
+PAUSE_ALL_PATH = "/_voltro/inspect/pause-all"
+RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
+
+
+@router.post(
+    PAUSE_ALL_PATH,
+    summary="Pause every schedule on every replica (a maintenance window)",
+    description="Every schedule — run-time ones written during the window too — fires nothing "
+    "and records nothing until resume-all, or until `until` (after which every replica fires "
+    "again by itself; a slot at exactly `until` is inside the window). Nothing inside the "
+    "window is replayed. Run now and range backfills answer 409 paused meanwhile. Idempotent: "
+    "a window in force keeps its who/when/why and takes the new `until`. Schedules paused on "
+    "their own stay paused after it.",
+    response_model=PauseAllAnswer,
+    responses=error_responses(PauseRequestError, StoreUnavailableError),
+)
+async def pause_all(
+    request: Request, role: OperatorRole, body: PauseAllRequest | None = None
+) -> PauseAllAnswer:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped
+    until: datetime | None = None
+    if body is not None and body.until is not None:
+        try:
+            until = parse_instant(body.until, "until")
+        except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
+            raise PauseRequestError(str(error)) from None
+    before = (await scheduling.current_pauses()).fleet()
+    reason = None if body is None else body.reason
+    record = await scheduling.pause_all(by=role.value, reason=reason, until=until)
+    fleet = (await scheduling.current_pauses()).fleet()
+    return PauseAllAnswer(
+        paused=fleet is not None,
+        changed=before is None,
+        pause=PauseView.of(fleet if fleet is not None else record),
+        resumed_at=None,
+    )
+
+
+@router.post(
+    RESUME_ALL_PATH,
+    summary="End the fleet-wide pause: every schedule fires from its next occurrence",
+    description="The window is not caught up: neither the live timer nor the boot backfill nor "
+    "the external missed policy replays or records it. Schedules paused on their own stay "
+    "paused.",
+    response_model=PauseAllAnswer,
+    responses=error_responses(StoreUnavailableError),
+)
+async def resume_all(request: Request, role: OperatorRole) -> PauseAllAnswer:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)
+    before = (await scheduling.current_pauses()).fleet()
+    record = await scheduling.resume_all(by=role.value)
+    resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
+    return PauseAllAnswer(
+        paused=False, changed=before is not None, pause=None, resumed_at=resumed_at
+    )
 
 
 def _error_event(error: VoltroError) -> dict[str, Any]:

@@ -411,6 +411,30 @@ class Store(abc.ABC):
         unchanged."""
 
     @abc.abstractmethod
+    async def pause_all(
+        self,
+        *,
+        paused_at: datetime,
+        paused_by: str,
+        reason: str | None,
+        until: datetime | None,
+    ) -> PauseRecord:
+        """Pause every schedule (the row :data:`~..records.ALL_SCHEDULES`), until resumed or —
+        ``until`` — until that instant (written as the pause's end: ``resumed_at = until``,
+        ``resumed_by =`` :data:`~..records.RESUMES_BY_ITSELF`); returns the row as stored.
+
+        A fleet pause in force at ``paused_at`` keeps its ``paused_at``/``paused_by``/
+        ``reason`` and takes the new ``until`` (its window extended, shortened or made
+        open-ended), its span too; otherwise a new pause opens (the row reused), with its span.
+        Conditional writes in one transaction: operators pausing at once end on one row."""
+
+    @abc.abstractmethod
+    async def resume_all(self, *, resumed_at: datetime, resumed_by: str) -> PauseRecord | None:
+        """End the fleet pause at ``resumed_at`` iff it is in force then (its row and its open
+        span, one transaction). Returns the row as stored afterwards — ``None`` when every
+        schedule was never paused at once; one already over is returned unchanged."""
+
+    @abc.abstractmethod
     async def pauses(self) -> list[PauseRecord]:
         """Every row of the pauses table (one per schedule ever paused: a small table)."""
 

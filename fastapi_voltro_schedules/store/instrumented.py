@@ -358,6 +358,26 @@ class InstrumentedStore(Store):
             "resume", self._inner.resume(name, resumed_at=resumed_at, resumed_by=resumed_by)
         )
 
+    async def pause_all(
+        self,
+        *,
+        paused_at: datetime,
+        paused_by: str,
+        reason: str | None,
+        until: datetime | None,
+    ) -> PauseRecord:
+        return await self._counted(
+            "pause_all",
+            self._inner.pause_all(
+                paused_at=paused_at, paused_by=paused_by, reason=reason, until=until
+            ),
+        )
+
+    async def resume_all(self, *, resumed_at: datetime, resumed_by: str) -> PauseRecord | None:
+        return await self._counted(
+            "resume_all", self._inner.resume_all(resumed_at=resumed_at, resumed_by=resumed_by)
+        )
+
     async def pauses(self) -> list[PauseRecord]:
         return await self._counted("pauses", self._inner.pauses())
 

@@ -41,6 +41,10 @@ from .claims import (
 from .definitions import definitions_insert, definitions_select, definitions_since_select
 from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
 from .pauses import (
+    fleet_again,
+    fleet_extend,
+    fleet_resume,
+    fleet_row,
     pause_again,
     pause_insert,
     pause_resume,
@@ -121,6 +125,10 @@ __all__ = [
     "finish_update",
     "finish_update_array",
     "finish_update_array_announced",
+    "fleet_again",
+    "fleet_extend",
+    "fleet_resume",
+    "fleet_row",
     "heartbeat_update",
     "insert_runs",
     "insert_runs_array",
