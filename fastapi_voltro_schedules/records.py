@@ -196,19 +196,16 @@ class PauseRecord:
     reason: str | None = None
     resumed_at: datetime | None = None
     resumed_by: str | None = None
+    until: datetime | None = None
+    """When a fleet-wide pause resumes by itself (it is written with its end: ``resumed_at``
+    set ahead, ``resumed_by`` :data:`RESUMES_BY_ITSELF`); ``None`` for one that lasts until
+    resumed, and for a schedule's own pause. Not a column: read from those two."""
 
     @property
     def active(self) -> bool:
         """Whether the schedule is paused now (a fleet-wide pause with an ``until``: see
         :meth:`in_force`, which needs the instant)."""
         return self.resumed_at is None
-
-    @property
-    def until(self) -> datetime | None:
-        """When a fleet-wide pause resumes by itself (it was written with its end:
-        ``resumed_at`` set ahead, ``resumed_by`` :data:`RESUMES_BY_ITSELF`); ``None`` for one
-        that lasts until resumed, and for a schedule's own pause."""
-        return self.resumed_at if self.resumed_by == RESUMES_BY_ITSELF else None
 
     def in_force(self, now: datetime) -> bool:
         """Whether the pause holds at ``now``: not resumed, or resuming by itself later."""
@@ -225,6 +222,7 @@ class PauseRecord:
             reason=row["reason"],
             resumed_at=row["resumed_at"],
             resumed_by=row["resumed_by"],
+            until=row["resumed_at"] if row["resumed_by"] == RESUMES_BY_ITSELF else None,
         )
 
 

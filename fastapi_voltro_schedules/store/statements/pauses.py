@@ -91,9 +91,11 @@ def spans_select() -> Select[Any]:
 
 
 def _fleet_in_force(table: Any, now: datetime) -> Any:
-    """The fleet pause holds at ``now``: not resumed, or its end is still ahead."""
+    """The fleet pause holds at ``now``: not resumed, or its own end (``until``) is still
+    ahead — not a resume stamped a little ahead by a replica whose clock runs fast."""
     c = table.c
-    return (c.name == ALL_SCHEDULES) & (c.resumed_at.is_(None) | (c.resumed_at > now))
+    ahead = (c.resumed_by == RESUMES_BY_ITSELF) & (c.resumed_at > now)
+    return (c.name == ALL_SCHEDULES) & (c.resumed_at.is_(None) | ahead)
 
 
 def _fleet_end(until: datetime | None) -> dict[str, Any]:
@@ -108,11 +110,10 @@ def fleet_extend(table: Any, now: datetime, until: datetime | None) -> Update:
 def fleet_again(
     now: datetime, paused_by: str, reason: str | None, until: datetime | None
 ) -> Update:
-    """Open a new fleet pause on the row of one that is over."""
-    c = pauses_table.c
+    """Open a new fleet pause on the row of one that is over (not in force at ``now``)."""
     return (
         sa_update(pauses_table)
-        .where(c.name == ALL_SCHEDULES, c.resumed_at.is_not(None), c.resumed_at <= now)
+        .where(pauses_table.c.name == ALL_SCHEDULES, ~_fleet_in_force(pauses_table, now))
         .values(paused_at=now, paused_by=paused_by, reason=reason, **_fleet_end(until))
     )
 
