@@ -32,7 +32,11 @@ from fastapi_voltro_schedules import (
 )
 from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.backfill import step_claim
-from fastapi_voltro_schedules.errors import BackfillRefusedError, BackfillRequestError
+from fastapi_voltro_schedules.errors import (
+    BackfillRefusedError,
+    BackfillRequestError,
+    SchedulePausedError,
+)
 from fastapi_voltro_schedules.fire_requests import FireRequest, Why
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import claims_table, rerun_claim_key, runs_table
@@ -129,13 +133,14 @@ def test_a_rerun_claims_a_key_naming_the_row_it_reruns() -> None:
     params=[
         pytest.param("sqlite", id="sqlite"),
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+        pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
     ]
 )
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}"
         return
-    with clean_server("postgres") as url:
+    with clean_server(request.param) as url:
         yield url
 
 
@@ -226,6 +231,16 @@ async def test_a_dry_run_lists_each_slot_and_writes_nothing(seeded: str) -> None
     ]
     assert summary.already_succeeded == 1
     assert (big.count, big.to_run) == (40, 40)
+
+    # Paused, a dry run still answers (it only reads); the backfill itself is refused.
+    async with scheduling(seeded, calls).run(arm=False) as s:
+        await s.pause(NAME, by="operator", reason="look first")
+        looked = await s.backfill(NAME, FROM, hours(6), dry_run=True)
+        assert (looked.to_run, looked.fired) == (2, 0)
+        with pytest.raises(SchedulePausedError):
+            await s.backfill(NAME, FROM, hours(6))
+        await s.resume(NAME, by="operator")
+    assert calls.seen == []
 
 
 async def test_reprocess_failed_reruns_only_the_failed_and_missed_slots(seeded: str) -> None:
