@@ -208,10 +208,11 @@ class PauseRecord:
         return self.resumed_at is None
 
     def in_force(self, now: datetime) -> bool:
-        """Whether the pause holds at ``now``: not resumed, or resuming by itself later."""
+        """Whether the pause holds at ``now``: not resumed, or resuming by itself after it
+        (``until`` is the window's last instant)."""
         if self.resumed_at is None:
             return True
-        return self.until is not None and now < self.resumed_at
+        return self.until is not None and now <= self.resumed_at
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> PauseRecord:

@@ -29,7 +29,8 @@ from fastapi_voltro_schedules import (
 from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.enums import TriggerMode
 from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.pauses import REFRESH_SECONDS
+from fastapi_voltro_schedules.pauses import REFRESH_SECONDS, PauseView
+from fastapi_voltro_schedules.records import ALL_SCHEDULES, PauseRecord
 from fastapi_voltro_schedules.testing import ManualClock
 
 OPERATOR = "operator-token-for-pause-all-tests"
@@ -305,3 +306,60 @@ async def test_pause_all_holds_on_three_postgres_replicas_and_resumes_on_time(
         report = await audit_ledger(c.store, c.schedules, at(0), at(4), now=at(10))
         assert report.clean, report.text()
         assert set(report.gap_checked) == {"minutely", "latest"}
+
+
+# --- the rules, as a table -------------------------------------------------------------------
+
+
+class _View(PauseView):
+    """A pauses copy of given rows, judged at a given instant."""
+
+    def __init__(self, rows: list[PauseRecord], now: datetime) -> None:
+        self.rows = {r.name: r for r in rows}
+        self.at = now
+
+    def own(self, name: str) -> PauseRecord | None:
+        return self.rows.get(name)
+
+    def now(self) -> datetime:
+        return self.at
+
+
+def _fleet(until: datetime | None = None, resumed: datetime | None = None) -> PauseRecord:
+    if until is not None:
+        return PauseRecord(ALL_SCHEDULES, at(1), "operator", None, until, "until", until)
+    return PauseRecord(ALL_SCHEDULES, at(1), "operator", None, resumed, resumed and "operator")
+
+
+@pytest.mark.parametrize(
+    ("fleet", "now", "paused", "held", "catch_up_from"),
+    [
+        # open-ended window: everything held, whatever the slot
+        (_fleet(), at(2), True, {at(0): True, at(2): True, at(9): True}, at(0)),
+        # a window with an end, judged inside it: held like an open one
+        (_fleet(until=at(4)), at(3), True, {at(0): True, at(4): True, at(5): True}, at(4)),
+        # ... at its last instant still (a slot at `until` is inside)
+        (_fleet(until=at(4)), at(4), True, {at(4): True, at(5): True}, at(4)),
+        # ... and after it: only its span is held; catch-up starts at its end
+        (_fleet(until=at(4)), at(6), False, {at(1): False, at(2): True, at(4): True,
+                                             at(5): False}, at(4)),
+        # resumed early: its span up to the resume
+        (_fleet(resumed=at(3)), at(6), False, {at(3): True, at(4): False}, at(3)),
+    ],
+)  # fmt: skip
+def test_the_fleet_wide_pause_rules(
+    fleet: PauseRecord,
+    now: datetime,
+    paused: bool,
+    held: dict[datetime, bool],
+    catch_up_from: datetime,
+) -> None:
+    view = _View([fleet], now)
+    assert view.is_paused("any") is paused
+    assert (view.fleet() is not None) is paused
+    assert {slot: view.holds("any", slot) for slot in held} == held
+    assert view.catch_up_from("any", at(0)) == catch_up_from
+    # A schedule's own pause is its own: the fleet's end does not lift it.
+    own = PauseRecord("mine", at(0, 30), "operator", "own")
+    mine = _View([fleet, own], now)
+    assert mine.is_paused("mine") and mine.get("mine") == own

@@ -91,10 +91,11 @@ def spans_select() -> Select[Any]:
 
 
 def _fleet_in_force(table: Any, now: datetime) -> Any:
-    """The fleet pause holds at ``now``: not resumed, or its own end (``until``) is still
-    ahead — not a resume stamped a little ahead by a replica whose clock runs fast."""
+    """The fleet pause holds at ``now``: not resumed, or its own end (``until``, the window's
+    last instant) not passed — not a resume stamped a little ahead by a replica whose clock
+    runs fast."""
     c = table.c
-    ahead = (c.resumed_by == RESUMES_BY_ITSELF) & (c.resumed_at > now)
+    ahead = (c.resumed_by == RESUMES_BY_ITSELF) & (c.resumed_at >= now)
     return (c.name == ALL_SCHEDULES) & (c.resumed_at.is_(None) | ahead)
 
 
