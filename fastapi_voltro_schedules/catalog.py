@@ -7,7 +7,9 @@ schedule owes no slot before it; an edit is a new version, so the slots its prev
 ran are not run again and the new cadence owes nothing from before the edit (the same rule as a
 cron edited between deploys, :mod:`.definitions`). ``delete_schedule`` adds a *tombstone*: a
 version with ``deleted`` set, effective from the deletion — the slots before it are still owed
-(the audit checks them), none after it. Writing the name again later starts a new span.
+(the audit checks them), none after it; the firings of an ``on_overlap="queue"`` schedule
+still waiting in its line are written off (``missed``, ``error_tag="written-off"``) and never
+run. Writing the name again later starts a new span.
 Versions are only ever added; two writers racing for one version number are told apart by the
 primary key ``(name, version)``, and the loser writes the next number.
 
@@ -19,9 +21,11 @@ flight finishes; nothing new fires).
 heartbeat (:meth:`Catalog.follow`), and apply them the same way — so a write reaches every
 replica within one heartbeat. The read overlaps the previous one by :data:`LOOKBACK` (a
 version commits a little after the instant it is stamped with) and skips versions already
-known. A Postgres ``LISTEN/NOTIFY`` on each write (``change_strategy="cdc"``) is the seam for
-a faster path: it only needs to call :meth:`Catalog.poke`, which makes :meth:`follow` read at
-once instead of at the next beat.
+known. On Postgres under ``change_strategy="cdc"`` each write also sends a ``NOTIFY`` (in the
+insert's own statement, delivered at commit, on a channel of its own); every replica's
+engine listens on its one ``LISTEN`` session and calls :meth:`Catalog.poke`, so
+:meth:`follow` reads at once instead of at the next beat — milliseconds, not a heartbeat.
+The heartbeat read stays: a notification is a hint, lost while the session is down.
 
 Until a replica has read a write, it runs what it knew: an edit's old cadence may fire there
 for up to one heartbeat (its slots are claimed like any other, so under ``advisoryLock`` a slot
@@ -31,7 +35,8 @@ lost to the claim of the replica that fired them on time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -148,11 +153,28 @@ class Catalog:
         self._seen: datetime | None = None
         """The newest ``effective_from`` read so far (``None``: from boot on)."""
         self._poked = anyio.Event()
-        self._writing = anyio.Lock()
+        self._writing: dict[str, anyio.Lock] = {}
+        """One lock per name being written here: two writes of one name take turns (each reads
+        the newest version, then writes the next); writes of different names do not wait for
+        each other — ten thousand tenants are written in parallel, not one at a time."""
+        self._runtime = {s.name: s for s in listing if s.source == RUNTIME_SOURCE}
+        """The run-time part of :attr:`listing`, by name (what :meth:`runs` answers in O(1))."""
+        # cdc: a peer's write arrives as a NOTIFY on the engine's listening session
+        engine.definition_written = lambda _name: self.poke()
 
     def runs(self, name: str) -> Schedule | None:
         """The run-time schedule ``name`` as this scheduler runs it."""
-        return next((s for s in self.listing if s.name == name and s.source == "runtime"), None)
+        return self._runtime.get(name)
+
+    @asynccontextmanager
+    async def _writing_name(self, name: str) -> AsyncIterator[None]:
+        lock = self._writing.setdefault(name, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                del self._writing[name]
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -185,9 +207,19 @@ class Catalog:
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
         )
-        async with self._writing:
+        async with self._writing_name(name):
+            # First try on what this replica knows (boot's read, its own writes, what it
+            # followed): a new name or an edit is then one INSERT, no read. Knowledge that is
+            # behind a peer's write loses the race for the version number (the primary key),
+            # and every later attempt reads the table first. Only "the same definition again"
+            # is never believed from memory: a peer may have changed it since.
+            # First try on what this replica knows (boot's read, its own writes, what it
+            # followed): a new name or an edit is then one INSERT and no read. Knowledge that
+            # is behind a peer's write loses the race for the version number (the primary
+            # key), and the next attempt reads the table. Only "the same definition again" is
+            # never believed from memory: a peer may have changed it since.
+            newest, read = self.versions.current(name), False
             for _ in range(RECORD_ATTEMPTS):
-                newest = await self._newest(name)
                 live = newest is not None and newest.source == RUNTIME_SOURCE and not newest.deleted
                 proposal = definition_record(
                     schedule,
@@ -197,9 +229,13 @@ class Catalog:
                     recorded_by=self._recorder(by),
                 )
                 if live and newest is not None and newest.same_definition(proposal):
-                    self.apply(newest)  # read elsewhere and not yet applied here: now it is
-                    return PutResult(False, False, self.runs(name) or schedule, newest)
-                stored = await self._write(proposal)
+                    if read:
+                        self.apply(newest)  # read elsewhere and not yet applied here: now it is
+                        return PutResult(False, False, self.runs(name) or schedule, newest)
+                    newest, read = await self._newest(name), True
+                    continue
+                stored, newest = await self._write(proposal)
+                read = True
                 if stored is not None:
                     self.apply(stored)
                     logger.info(
@@ -226,12 +262,12 @@ class Catalog:
         (never written, or deleted already); :class:`DeclaredInCodeError` for a declared one."""
         if name in self.declared:
             raise DeclaredInCodeError(name)
-        async with self._writing:
+        async with self._writing_name(name):
             for _ in range(RECORD_ATTEMPTS):
                 newest = await self._newest(name)
                 if newest is None or newest.source != RUNTIME_SOURCE or newest.deleted:
                     if newest is not None:
-                        self.apply(newest)  # a delete read from elsewhere: applied now
+                        await self._carry_out(newest)  # a delete read from elsewhere: now
                     raise ScheduleNotFoundError(name)
                 tombstone = DefinitionRecord(
                     **{
@@ -242,9 +278,9 @@ class Catalog:
                         "deleted": True,
                     }
                 )
-                stored = await self._write(tombstone)
+                stored, _ = await self._write(tombstone)
                 if stored is not None:
-                    self.apply(stored)
+                    await self._carry_out(stored)
                     logger.info(
                         "schedule: run-time schedule deleted  name=%s version=%d "
                         "effectiveFrom=%s by=%s",
@@ -266,15 +302,20 @@ class Catalog:
         versions = (await self.store.definitions([name])).get(name, [])
         return versions[0] if versions else None
 
-    async def _write(self, record: DefinitionRecord) -> DefinitionRecord | None:
-        """Insert ``record``; the stored version, or ``None`` when a peer wrote that version
-        number first (the caller reads again and writes the next)."""
-        await self.store.add_definitions([record])
+    async def _write(
+        self, record: DefinitionRecord
+    ) -> tuple[DefinitionRecord | None, DefinitionRecord | None]:
+        """Insert ``record``: ``(record, record)`` when it is stored; ``(None, newest)`` when a
+        peer wrote that version number first (the caller writes the next after ``newest``,
+        read here in the same breath)."""
+        if await self.store.add_definitions([record], announce=self.engine.cdc) == 1:
+            return record, record  # recorded as given: nothing to read back
+        # Nothing recorded by this call — a peer's version holds the number, or a retried
+        # statement whose first try had committed ours: the table says which.
         stored = (await self.store.definitions([record.name])).get(record.name, [])
+        newest = stored[0] if stored else None
         mine = next((v for v in stored if v.version == record.version), None)
-        if mine is None or mine != record:
-            return None
-        return mine
+        return (mine if mine == record else None), newest
 
     # -- following the table --------------------------------------------------------------
 
@@ -294,14 +335,25 @@ class Catalog:
             _warn_unknown(record, change.problem)
         if change.kind is ChangeKind.REMOVE:
             self.engine.disarm_written(record.name)
-            self.listing[:] = [
-                s for s in self.listing if not (s.name == record.name and s.source == "runtime")
-            ]
+            if self._runtime.pop(record.name, None) is not None:
+                self.listing[:] = [
+                    s for s in self.listing if not (s.name == record.name and s.source == "runtime")
+                ]
         elif change.schedule is not None:  # ADD / REPLACE
             self.engine.arm_written(change.schedule, record.effective_from)
-            self.listing[:] = [s for s in self.listing if s.name != record.name]
-            self.listing.append(change.schedule)
+            if self._runtime.pop(record.name, None) is not None:  # an edit: O(listing), rare
+                self.listing[:] = [s for s in self.listing if s.name != record.name]
+            self.listing.append(change.schedule)  # a new one: O(1), the common write
+            self._runtime[record.name] = change.schedule
         return True
+
+    async def _carry_out(self, record: DefinitionRecord) -> bool:
+        """:meth:`apply` ``record``; a tombstone newly applied also writes off the firings
+        waiting in the deleted schedule's line (:meth:`.Engine.write_off_deleted`)."""
+        applied = self.apply(record)
+        if applied and record.deleted:
+            await self.engine.write_off_deleted(record.name, record.effective_from)
+        return applied
 
     async def follow(self) -> None:
         r"""Every heartbeat of the engine's clock (or at once when :meth:`poke`\ d), read the
@@ -337,7 +389,7 @@ class Catalog:
             return 0
         applied = 0
         for record in records:
-            applied += self.apply(record)
+            applied += await self._carry_out(record)
             if self._seen is None or record.effective_from > self._seen:
                 self._seen = record.effective_from
         if self._seen is None:

@@ -55,9 +55,16 @@ class WorkflowTarget:
 def is_async_callable(fn: object) -> bool:
     """Whether calling ``fn`` returns something to await: an ``async def``, or an object whose
     ``__call__`` is one."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
-    )
+    ):
+        return True
+    # An object standing for the function it calls (a ``define_handler`` result handed to
+    # ``define_schedule``) is as async as that function: else an ``async def`` would be called
+    # in a worker thread, its coroutine awaited after the thread round trip. A decorated
+    # *function* is judged by itself (a sync wrapper around an ``async def`` stays sync).
+    wrapped = getattr(fn, "__wrapped__", None)
+    return wrapped is not None and not inspect.isroutine(fn) and is_async_callable(wrapped)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

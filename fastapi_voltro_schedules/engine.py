@@ -15,7 +15,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -95,7 +95,9 @@ class Engine:
         versions: Versions = NO_VERSIONS,
         external_names: Collection[str] = (),
     ) -> None:
-        self.schedules = list(schedules)
+        self._schedules = {s.name: s for s in schedules}
+        """What this engine runs, by name: a run-time write arms or disarms one in O(1) — ten
+        thousand written one after another must not cost ten thousand list rebuilds each."""
         self.versions = versions
         self.pauses = pauses
         self.store = store
@@ -110,7 +112,14 @@ class Engine:
         cluster = coordination is not Coordination.SINGLE
         # cdc: terminal writes are announced with NOTIFY and waiters listen — on Postgres only
         # (elsewhere the setting is refused at boot, see Scheduling).
-        self.listens = cluster and change_strategy is ChangeStrategy.CDC
+        self.cdc = change_strategy is ChangeStrategy.CDC
+        """Run-time definition writes are announced, and this engine listens for them: a
+        replica of any coordination follows them (and a CLI writes them beside one)."""
+        self.listens = cluster and self.cdc
+        """Terminal writes are announced too: their waiters are on other replicas."""
+        self.definition_written: Callable[[str], None] | None = None
+        """Told the name of each definition version another process (or this one) wrote, when
+        its ``NOTIFY`` arrives (cdc): the catalog reads at once (:meth:`.Catalog.poke`)."""
         claims = ClaimGate(runner.ledger, store, clock, replica_id)
         queue_metrics = queue_metrics or default_queue_metrics()
         gate: SingleGate | ClaimGate | ClusterGate = claims if cluster else SingleGate(claims)
@@ -233,7 +242,7 @@ class Engine:
                     await self.maintenance.reap()
                     await self.maintenance.write_off()
                     await self.resume_orphans()
-                    if self.listens:
+                    if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
                     if self.membership is not None:
@@ -278,7 +287,7 @@ class Engine:
         """The membership answered what it took over: each catch-up runs in the background
         (a slow one must not delay the next beat, which renews the leases)."""
         if plans:
-            by_name = {s.name: s for s in self.schedules}
+            by_name = self._schedules
             taken = [(by_name[name], plan) for name, plan in plans.items()]
             self.dispatcher.spawn(start_plans, self.dispatcher, taken)
 
@@ -346,14 +355,23 @@ class Engine:
             self._folding = False
 
     async def _listen(self) -> None:
-        """cdc: wake this replica's waiters on every other replica's terminal write. A hint:
-        while the channel is down, the poll still covers every waiter."""
+        """cdc: wake this replica's waiters on every other replica's terminal write, and its
+        catalog on every run-time definition write. A hint: while the channel is down, the
+        poll still covers every waiter and the heartbeat every definition."""
         while True:
             try:
-                await self.store.listen_changed(self.wakeups.notify, task_status=_Listening())
+                await self.store.listen_changed(
+                    self.wakeups.notify,
+                    on_definition=self._definition_heard,
+                    task_status=_Listening(),
+                )
             except Exception as exc:  # the channel broke: poll alone until it is back
                 logger.warning("schedule: change notifications lost — polling: %s", exc)
             await anyio.sleep(1.0)
+
+    def _definition_heard(self, name: str) -> None:
+        if self.definition_written is not None:
+            self.definition_written(name)
 
     async def stop(self) -> None:
         """Stop arming, give in-flight runs the grace period, cancel the rest (recorded
@@ -378,13 +396,19 @@ class Engine:
 
     # -- schedules written at run time ---------------------------------------------------
 
+    @property
+    def schedules(self) -> list[Schedule]:
+        """What this engine runs (declared, then written, in the order they were armed)."""
+        return list(self._schedules.values())
+
     def arm_written(self, schedule: Schedule, after: datetime) -> None:
         """Run ``schedule`` — written at run time (new, or an edit of one this engine runs) —
         from ``after``, its version's ``effective_from``: the timer arms its first slot after
         that instant (an edit: after the last slot its previous version accounted for, too);
         the reaper, the queue's write-off and the claims sweep know it; under ``cluster`` the
         next beat shares out its lease. Its firings then take the one door like any other."""
-        self.schedules = [s for s in self.schedules if s.name != schedule.name] + [schedule]
+        self._schedules.pop(schedule.name, None)  # an edit moves to the end, as it always did
+        self._schedules[schedule.name] = schedule
         self.maintenance.track(
             schedule.name, schedule.on_overlap, schedule.backfill is BackfillPolicy.ALL
         )
@@ -395,11 +419,27 @@ class Engine:
     def disarm_written(self, name: str) -> bool:
         """Stop running ``name`` (a run-time schedule deleted): nothing new fires; a run in
         flight finishes and is recorded as usual. ``False`` when it was not running here."""
-        known = any(s.name == name for s in self.schedules)
-        self.schedules = [s for s in self.schedules if s.name != name]
+        known = self._schedules.pop(name, None) is not None
         if self.membership is not None:
             self.membership.schedules.pop(name, None)
         return self.timer.disarm(name) or known
+
+    async def write_off_deleted(self, name: str, deleted_at: datetime) -> int:
+        """``name`` (a run-time schedule) was deleted at ``deleted_at``: the firings waiting
+        in its line never run; each ends with a ``missed``/``written-off`` row
+        (:meth:`.Maintenance.write_off_deleted`). This process's in-process waiters leave
+        the line before anything is awaited; the ledger's ``queued`` rows — any replica's —
+        are written off, and their waiters (here at once, elsewhere at their next look, a
+        ``NOTIFY`` under cdc) find their rows gone and stand down. Returns the rows written."""
+        withdrawn = self.admitter.chain.withdraw(name)
+        written = await self.maintenance.write_off_deleted(name, deleted_at, withdrawn)
+        self.wakeups.notify(name)
+        if written and self.listens:
+            try:
+                await self.store.notify_changed([name])
+            except StoreUnavailableError:  # a hint: the others' poll finds the rows gone
+                pass
+        return written
 
     # -- what the rest of the package asks ------------------------------------------------
 

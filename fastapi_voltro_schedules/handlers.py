@@ -40,6 +40,12 @@ class NamedHandler:
         return self.fn(ctx)  # type: ignore[arg-type]
 
     @property
+    def __wrapped__(self) -> Handler:
+        """The function (the ``functools.wraps`` convention): what ``is_async_callable`` and
+        ``inspect.unwrap`` look through to."""
+        return self.fn
+
+    @property
     def is_async(self) -> bool:
         return is_async_callable(self.fn)
 

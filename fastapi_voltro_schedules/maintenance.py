@@ -79,9 +79,10 @@ to the audit)."""
 ROWLESS_READ = 5000
 """Claims read per statement by the claims sweep."""
 WRITTEN_OFF = "written-off"
-"""``error_tag`` of a queued row written off at boot because its schedule has no line any
-more — no longer declared, or no longer ``on_overlap="queue"`` (distinct from ``abandoned``: a
-waiter that died and was not adopted in time)."""
+"""``error_tag`` of a queued row written off because its schedule has no line any more — no
+longer declared, or no longer ``on_overlap="queue"`` (at boot), or a run-time schedule deleted
+(at the delete) — distinct from ``abandoned``: a waiter that died and was not adopted in
+time."""
 
 
 class Maintenance:
@@ -117,6 +118,8 @@ class Maintenance:
         """What the latest sweep did (``None`` before the first one ended)."""
         self.watched_names = list(watched_names)
         """Every schedule of the app (external ones too): whose corpses :meth:`reap` marks."""
+        self._watched = set(self.watched_names)
+        """The same names, for :meth:`track`'s membership test (a list's is O(n) a write)."""
         self.queue_metrics = queue_metrics
         self.overlaps = dict(overlaps or {})
         """Each declared schedule's ``on_overlap`` (by name); one not given counts as
@@ -134,7 +137,8 @@ class Maintenance:
         """A schedule written at run time joins the ones this room looks after: its corpses
         are reaped, its queued rows left to its line, its rowless claims accounted for. (A
         deleted one stays tracked: a corpse or a claim it left is still to be accounted.)"""
-        if name not in self.watched_names:
+        if name not in self._watched:
+            self._watched.add(name)
             self.watched_names.append(name)
         self.overlaps[name] = overlap
         self.owing = self.owing | {name} if owes_all else self.owing - {name}
@@ -291,6 +295,84 @@ class Maintenance:
                     count,
                 )
         return written
+
+    async def write_off_deleted(
+        self, name: str, deleted_at: datetime, withdrawn: Sequence[RunRecord] = ()
+    ) -> int:
+        """A run-time schedule was deleted: the firings waiting in its line never run. Record
+        each ``missed`` (``error_tag="written-off"``): ``withdrawn``, this process's
+        in-process waiters taken out of the line (no row written yet: inserted now), and
+        every ``queued`` row of ``name`` in the ledger, whichever replica's and however
+        alive — each by a write compared on its status and owner, so a waiter whose turn
+        came first runs (it started before the delete was done) and one that looks after
+        finds its row no longer queued and stands down. Counted ``abandoned``; returns how
+        many rows this call wrote."""
+        now = self.clock.now()
+        reason = (
+            f'schedule "{name}" was deleted at {iso_z(deleted_at)}: its queued firing never '
+            "runs — written off"
+        )
+        count = 0
+        if withdrawn:
+            rows = [
+                replace(
+                    row,
+                    status=RunStatus.MISSED,
+                    fired_at=None,
+                    finished_at=now,
+                    heartbeat_at=None,
+                    error_tag=WRITTEN_OFF,
+                    error_message=reason,
+                )
+                for row in withdrawn
+            ]
+            try:
+                await self.store.insert_runs(rows)
+                count += len(rows)
+            except StoreUnavailableError as exc:
+                logger.warning(
+                    "scheduler: could not record the written-off firings of a deleted "
+                    "schedule  name=%s rows=%d: %s",
+                    name,
+                    len(rows),
+                    exc,
+                )
+        try:
+            queued = await self.store.queued_runs(name)
+        except StoreUnavailableError as exc:
+            # Left queued: their waiters run them if their turn comes; the next boot (or a
+            # replica applying the delete) writes them off.
+            logger.warning("scheduler: queued rows check failed: %s", exc)
+            queued = []
+        for row in queued:
+            try:
+                done = await self.store.update_run(
+                    row.id,
+                    expect_status=RunStatus.QUEUED,
+                    expect_replica_id=row.replica_id,
+                    status=RunStatus.MISSED,
+                    finished_at=now,
+                    error_tag=WRITTEN_OFF,
+                    error_message=reason,
+                )
+            except StoreUnavailableError as exc:
+                logger.warning(
+                    "scheduler: could not write off a queued firing  name=%s runId=%s: %s",
+                    name,
+                    row.id,
+                    exc,
+                )
+                done = False
+            count += done
+        if count:
+            if self.queue_metrics is not None:
+                self.queue_metrics.recoveries.labels(name=name, outcome="abandoned").inc(count)
+            logger.warning(
+                "scheduler: wrote off queued firings of a deleted schedule  name=%s rows=%d",
+                name,
+                count,
+            )
+        return count
 
     async def retention_loop(self) -> None:
         while True:

@@ -22,11 +22,13 @@ from .enums import RunStatus
 from .errors import StoreUnavailableError
 from .logs import logger, run_fields
 from .store import RunOutcome
+from .tracing import RunSpans, run_spans
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from fastapi import FastAPI
+    from opentelemetry.trace import Span
 
     from .clock import Clock
     from .definition import Schedule
@@ -273,6 +275,8 @@ class RunBatch:
         self._watch_of: list[WatchedHerd] = []
         self._place: list[int] = []
         self._ended: list[RunOutcome] = []
+        self._spans: list[Span] = []
+        """Each run's OpenTelemetry span, when the app traces (:mod:`.tracing`); else empty."""
         self._wake = asyncio.Event()
         self.first: RunOutcome | None = None
         """How the first run ended (a herd of one: its outcome, see :meth:`Runner.execute`)."""
@@ -290,6 +294,7 @@ class RunBatch:
         live, watch_of, place = self._live, self._watch_of, self._place
         watchdog = runner.watchdog
         by_deadline: dict[datetime, WatchedHerd] = {}
+        tracing, spans = run_spans(), self._spans
         for i, (schedule, run) in enumerate(zip(schedules, runs, strict=True)):
             ctx = runner.context(schedule, run)
             # A plain async handler is the task's own coroutine: no wrapper per firing.
@@ -298,7 +303,12 @@ class RunBatch:
                 coro = cast(Coroutine[Any, Any, None], handler(ctx))
             else:
                 coro = schedule(ctx)
-            task = loop.create_task(coro)
+            if tracing is None:
+                task = loop.create_task(coro)
+            else:  # the handler runs with its run's span current
+                span, task_context = tracing.start(schedule, run)
+                spans.append(span)
+                task = loop.create_task(coro, context=task_context)
             watch = by_deadline.get(ctx.deadline)
             if watch is None:
                 watch = by_deadline[ctx.deadline] = watchdog.watch_herd(ctx.deadline, at)
@@ -315,6 +325,8 @@ class RunBatch:
         error = None if task.cancelled() else task.exception()
         shutdown = task.cancelled() and not timed_out
         outcome = self._runner.outcome(schedule, run, timed_out, error, shutdown=shutdown)
+        if self._spans:
+            RunSpans.end(self._spans[i], outcome, error)
         if i == 0:
             self.first = outcome
         self._ended.append(outcome)

@@ -435,7 +435,8 @@ class Scheduling:
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` — every replica runs it within
-        one heartbeat, this one at once (see :mod:`.catalog`). ``handler`` names a
+        one heartbeat (at once under ``change_strategy="cdc"`` on Postgres), this one at once
+        (see :mod:`.catalog`). ``handler`` names a
         ``define_handler``; ``args`` (a JSON object, at most
         :data:`~.runtime_schedules.MAX_ARGS_BYTES`) reach each firing as ``ctx.args``.
 

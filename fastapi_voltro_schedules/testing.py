@@ -190,9 +190,10 @@ async def scheduling_for(
     one at 2026-01-01 UTC, as ``scheduling.clock``) and an in-memory SQLite ledger.
 
     ``config`` are :class:`SchedulingConfig` fields (``database_url`` defaults to the in-memory
-    ledger, ``replica_id`` to ``"test-replica"``). ``arm=False`` arms no timer: only
-    ``fire_now`` runs anything. With ``app``, its ``state.scheduling``/``state.workflows`` are
-    put back as they were on exit.
+    ledger, ``replica_id`` to ``"test-replica"``), and ``workflows=`` / ``handlers=`` (the
+    ``define_handler`` units run-time schedules may name) as ``Scheduling`` takes them.
+    ``arm=False`` arms no timer: only ``fire_now`` runs anything. With ``app``, its
+    ``state.scheduling``/``state.workflows`` are put back as they were on exit.
     """
     from .config import SchedulingConfig
     from .scheduling import Scheduling
@@ -200,11 +201,13 @@ async def scheduling_for(
     settings: dict[str, Any] = {"database_url": MEMORY_LEDGER_URL, "replica_id": TEST_REPLICA_ID}
     settings.update(config)
     workflows = settings.pop("workflows", None)
+    handlers = settings.pop("handlers", ())
     scheduling = Scheduling(
         schedules,
         config=SchedulingConfig(**settings),
         clock=clock if clock is not None else ManualClock(),
         workflows=workflows,
+        handlers=handlers,
     )
     saved = {k: getattr(app.state, k, None) for k in ("scheduling", "workflows")} if app else {}
     try:

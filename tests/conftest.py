@@ -65,7 +65,7 @@ STORES = ("sqlite", "postgres", "mariadb")
 
 LEDGER_TABLES = (*sorted(VOLTRO_TABLES), ALEMBIC_VERSION_TABLE)
 TEST_TABLE_PREFIX = "voltro_test_"
-EXAMPLE_TABLES = ("example_digests",)
+EXAMPLE_TABLES = ("example_digests", "example_tenants", "example_tenant_reports")
 """The example app's own tables (example_app/db.py): tests that run the example on a server
 database leave them behind, and a user-autogenerate test would then see a table to drop."""
 

@@ -101,6 +101,15 @@ def test_queue_handoff_bench_measures_every_handoff() -> None:
     assert "cdc   handoffs=3  p50=" in out and "p99=" in out
 
 
+@pytest.mark.postgres
+def test_runtime_cdc_bench_times_every_write() -> None:
+    from conftest import require_service_url
+
+    url = require_service_url("postgres")
+    out = _bench("bench.runtime_cdc", "--postgres-url", url, "--writes", "3", "--strategy", "cdc")
+    assert "cdc   writes=3" in out and "from put returned: p50=" in out, out
+
+
 def test_herd_floor_writes_the_rows_and_starts_every_task() -> None:
     out = _bench("bench.herd_floor", "--n", "50", "--repeat", "2")
     rounds = [line for line in out.splitlines() if line.startswith("insert ")]

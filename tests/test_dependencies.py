@@ -7,7 +7,7 @@ import ast
 import re
 import sys
 import tomllib
-from importlib.metadata import packages_distributions, version
+from importlib.metadata import distribution, packages_distributions, version
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -35,21 +35,38 @@ def _runtime_dependencies() -> set[str]:
 
 def _imported_distributions() -> set[str]:
     """Distributions of every non-stdlib module the package imports (any scope)."""
-    modules: set[str] = set()
+    dotted: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                modules.update(alias.name.split(".")[0] for alias in node.names)
+                dotted.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules.add(node.module.split(".")[0])
-    third_party = modules - set(sys.stdlib_module_names) - {"fastapi_voltro_schedules"}
+                dotted.update(f"{node.module}.{alias.name}" for alias in node.names)
     by_module = packages_distributions()
     found = set()
-    for module in third_party:
+    for name in dotted:
+        module = name.split(".")[0]
+        if module in sys.stdlib_module_names or module == "fastapi_voltro_schedules":
+            continue
         dists = by_module.get(module)
         assert dists, f"{module!r} is imported but no installed distribution provides it"
+        if len(dists) > 1:  # a namespace package (opentelemetry): whose file is the import's
+            dists = [_providing(name, dists)]
         found.update(d.lower().replace("_", "-") for d in dists)
     return found
+
+
+def _providing(name: str, dists: list[str]) -> str:
+    """The one of ``dists`` that ships the module (or package) ``name`` — or its parent, for
+    ``from package import name`` of a plain attribute."""
+    parts = name.split(".")
+    for depth in range(len(parts), 1, -1):
+        wanted = "/".join(parts[:depth])
+        for dist in dists:
+            files = distribution(dist).files or []
+            if any(str(f) in (f"{wanted}.py", f"{wanted}/__init__.py") for f in files):
+                return dist
+    raise AssertionError(f"{name!r}: none of {dists} ships it")
 
 
 def test_every_imported_distribution_is_a_runtime_dependency() -> None:

@@ -3,6 +3,7 @@
 Three engines run ``create_tables`` at the same moment against one database, as three replicas'
 lifespans do; on Postgres the losers of ``create_all``'s check-then-create race used to fail
 their startup (uvicorn exit 3: the CI failure of ``test_three_replicas_run_each_slot_once``).
+With three tables, a loser failed on the first while the winner was still creating the others.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 
 from sqlalchemy import insert, select, text
 
-from example_app.db import create_tables, digests, make_engine
+from example_app.db import create_tables, digests, make_engine, metadata
 
 ROUNDS = 8  # the race lost at least one replica in 9 rounds of 10 before the fix
 
@@ -20,8 +21,9 @@ async def test_replicas_creating_the_tables_at_once_all_boot(database_url: str) 
     engines = [make_engine(database_url) for _ in range(3)]
     try:
         for _ in range(ROUNDS):
-            async with engines[0].begin() as conn:
-                await conn.execute(text("DROP TABLE IF EXISTS example_digests"))
+            async with engines[0].begin() as conn:  # every table: the tenants' come after
+                for table in reversed(metadata.sorted_tables):  # digests, and race with them too
+                    await conn.execute(text(f"DROP TABLE IF EXISTS {table.name}"))
             for engine in engines:  # connected beforehand, so the three CREATEs meet
                 async with engine.connect():
                     pass

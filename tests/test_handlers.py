@@ -8,6 +8,7 @@ both; a declared schedule's firing gets ``ctx.args == {}``.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +72,35 @@ def test_define_handler_names_an_async_or_plain_function() -> None:
     assert (tenant_report.name, tenant_report.is_async) == ("tenantReport", True)
     assert (cleanup.name, cleanup.is_async) == ("tenant.cleanup", False)
     assert tenant_report.module == __name__
+
+
+async def test_a_named_async_handler_given_to_define_schedule_runs_on_the_loop() -> None:
+    """``define_schedule(handler=<define_handler result>)``: an ``async def`` is awaited on the
+    event loop, a ``def`` runs in a worker thread — as if the function itself were given (the
+    wrapper object once sent an ``async def`` through a worker thread first)."""
+    threads: dict[str, threading.Thread] = {}
+
+    @define_handler(name="onLoop")
+    async def on_loop(ctx: ScheduleContext) -> None:
+        threads["async"] = threading.current_thread()
+
+    @define_handler(name="inThread")
+    def in_thread(ctx: ScheduleContext) -> None:
+        threads["plain"] = threading.current_thread()
+
+    for handler in (on_loop, in_thread):
+        schedule = define_schedule(
+            name=handler.name, cron="* * * * *", timezone="UTC", handler=handler
+        )
+        await schedule(make_context(schedule, at=datetime(2026, 6, 1, tzinfo=UTC)))
+    assert define_schedule(
+        name="a", cron="* * * * *", timezone="UTC", handler=on_loop
+    ).awaits_handler
+    assert not define_schedule(
+        name="p", cron="* * * * *", timezone="UTC", handler=in_thread
+    ).awaits_handler
+    assert threads["async"] is threading.main_thread()
+    assert threads["plain"] is not threading.main_thread()
 
 
 @pytest.mark.parametrize("name", ["", "has space", "-leading", "x" * 201, None, 7])

@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -419,3 +420,70 @@ async def test_a_name_declared_in_code_cannot_be_written_or_deleted(sqlite_url: 
         versions = await scheduling.running_store().definitions()
         assert [v.source for v in versions["daily"]] == ["code"]
         assert scheduling.schedule("daily") is declared
+
+
+# -- the write's round trips ----------------------------------------------------------------
+
+
+def _statements(scheduling: Scheduling) -> list[str]:
+    """Every SQL statement the scheduler's store sends from now on (first word and table)."""
+    from sqlalchemy import event
+
+    from fastapi_voltro_schedules.store.instrumented import sql_store_behind
+
+    sent: list[str] = []
+    store = sql_store_behind(scheduling.running_store())
+    assert store is not None
+
+    @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+    def _seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "_voltro_schedule_definitions" in statement:
+            sent.append(statement.split()[0].upper())
+
+    return sent
+
+
+async def test_a_write_is_one_insert_and_a_peer_ahead_of_this_replica_is_read_and_followed(
+    sqlite_url: str,
+) -> None:
+    """A create or an edit on what this replica knows is one INSERT, no read of the versions
+    (a put was three round trips: 10,000 tenants at 39 a second on Postgres). A peer's edit
+    this replica has not followed yet takes the version number first: the INSERT records
+    nothing, the table is read, the next number is written — nothing of the peer's is lost.
+    A re-put of the definition in force is checked against the table, never from memory."""
+    calls, clock = Calls(), ManualClock(T0)
+    async with booted(sqlite_url, clock, calls) as scheduling:
+        sent = _statements(scheduling)
+        first = await put(scheduling, args={"v": 1})
+        edited = await put(scheduling, args={"v": 2})
+        assert (first.created, edited.created, edited.version.version) == (True, False, 2)
+        assert sent == ["INSERT", "INSERT"]
+
+        # a peer (another replica) records version 3 behind this replica's back
+        store = scheduling.running_store()
+        peer = replace(edited.version, version=3, args=json.dumps({"v": 3}), recorded_by="pod-2")
+        assert await store.add_definitions([peer]) == 1
+        sent.clear()
+        mine = await put(scheduling, args={"v": 4})
+        assert mine.changed and mine.version.version == 4
+        assert sent == ["INSERT", "SELECT", "INSERT"]  # v3 taken: read, then v4
+        stored = (await store.definitions([NAME]))[NAME]
+        assert [(v.version, json.loads(v.args)) for v in stored] == [
+            (4, {"v": 4}),
+            (3, {"v": 3}),
+            (2, {"v": 2}),
+            (1, {"v": 1}),
+        ]
+
+        # the peer again: version 5 back to v=4's args; this replica still knows 4 (the
+        # same definition), so a re-put of it is read first — and is a change after all
+        peer = replace(mine.version, version=5, args=json.dumps({"v": 5}), recorded_by="pod-2")
+        await store.add_definitions([peer])
+        sent.clear()
+        again = await put(scheduling, args={"v": 4})
+        assert again.changed and again.version.version == 6
+        assert sent == ["SELECT", "INSERT"]
+        sent.clear()
+        same = await put(scheduling, args={"v": 4})
+        assert (same.changed, same.version.version) == (False, 6)
+        assert sent == ["SELECT"]

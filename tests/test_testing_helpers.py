@@ -19,6 +19,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Trigger,
     WorkflowTarget,
+    define_handler,
     define_schedule,
 )
 from fastapi_voltro_schedules.testing import (
@@ -180,6 +181,24 @@ async def test_scheduling_for_fires_on_the_manual_clock() -> None:
         await clock.advance(1)
         [run] = await wait_for_runs(scheduling, "hourly")
     assert (run.scheduled_at, run.trigger, run.status) == (AT, "self", RunStatus.SUCCEEDED)
+
+
+async def test_scheduling_for_takes_the_handlers_run_time_schedules_name() -> None:
+    seen: list[dict[str, Any]] = []
+
+    @define_handler(name="tenantReport")
+    async def tenant_report(ctx: ScheduleContext) -> None:
+        seen.append(dict(ctx.args))
+
+    clock = ManualClock(AT - timedelta(seconds=1))
+    async with scheduling_for([], clock=clock, handlers=[tenant_report]) as scheduling:
+        await scheduling.put_schedule(
+            "report.acme", cron="0 * * * *", timezone="UTC", handler="tenantReport",
+            args={"tenant": "acme"},
+        )  # fmt: skip
+        await clock.advance(1)
+        [run] = await wait_for_runs(scheduling, "report.acme")
+    assert (run.scheduled_at, run.status, seen) == (AT, RunStatus.SUCCEEDED, [{"tenant": "acme"}])
 
 
 def test_the_plugin_is_registered_by_its_entry_point(pytestconfig: pytest.Config) -> None:

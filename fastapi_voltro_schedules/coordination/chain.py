@@ -53,6 +53,8 @@ class Chain:
         """Per schedule: the waiter the line was handed to, until its run is in flight — its
         turn may be held a while (a paused schedule), and it still waits meanwhile."""
         self._seq = itertools.count()
+        self._withdrawn: set[str] = set()
+        """Run ids of waiters taken out of the line (their schedule deleted): never started."""
         inflight.on_end.append(self.wake)
 
     def _free(self, name: str) -> bool:
@@ -116,6 +118,26 @@ class Chain:
             waiting.remove(waiter)
         self.give_up(name, waiter.run_id)
 
+    def withdraw(self, name: str) -> list[RunRecord]:
+        """``name`` was deleted: every firing waiting in its line leaves it and never starts
+        (a firing already handed the line is starting: it runs, like one in flight). Returns
+        the ``queued`` rows of those that wrote none (the caller records them); a written
+        one's row is the ledger's to write off."""
+        withdrawn: list[RunRecord] = []
+        for waiter in self._waiting.pop(name, []):
+            self._withdrawn.add(waiter.run_id)
+            waiter.handed.set()
+            if waiter.queued is not None:
+                withdrawn.append(waiter.queued)
+        return withdrawn
+
+    def is_withdrawn(self, run_id: str) -> bool:
+        """Whether the waiter ``run_id`` was taken out of the line (and forget it)."""
+        if run_id in self._withdrawn:
+            self._withdrawn.discard(run_id)
+            return True
+        return False
+
     def wake(self, name: str) -> None:
         """A run of ``name`` ended here (or a reservation was given up): hand the line to the
         earliest waiter if nothing holds it."""
@@ -158,6 +180,8 @@ class ChainTurn:
         name = self._queued.name
         try:
             await self._waiter.handed.wait()
+            if self._chain.is_withdrawn(self._waiter.run_id):
+                return None  # its schedule was deleted: written off, never started
             run = await self._start(self._queued)
         except BaseException:
             self._chain.leave(name, self._waiter)

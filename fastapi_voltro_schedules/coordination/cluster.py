@@ -265,7 +265,10 @@ class Membership:
             if token is None or token != mine.token:
                 self.gate.drop(name)
                 heir = owner_of(name, members)
-                if heir == self.replica_id:  # it was taken while this replica was silent
+                if name not in self.schedules:
+                    # a run-time schedule deleted (Engine.disarm_written): released, not lost
+                    logger.info("schedule: lease released — schedule deleted  name=%s", name)
+                elif heir == self.replica_id:  # it was taken while this replica was silent
                     logger.warning("schedule: lease lost — taken over  name=%s", name)
                 else:
                     logger.info("schedule: ownership moved  name=%s to=%s", name, heir or "-")

@@ -367,11 +367,17 @@ class Store(abc.ABC):
         hint only (Postgres ``NOTIFY``); the default does nothing and waiters poll."""
 
     async def listen_changed(
-        self, on_change: Callable[[str], None], *, task_status: Any = None
+        self,
+        on_change: Callable[[str], None],
+        *,
+        on_definition: Callable[[str], None] | None = None,
+        task_status: Any = None,
     ) -> None:
-        """Call ``on_change(name)`` for each :meth:`notify_changed` from any replica until
-        cancelled, on a dedicated connection. Raises ``NotImplementedError`` where the store
-        has no notification channel (everything but Postgres): waiters then poll."""
+        """Call ``on_change(name)`` for each :meth:`notify_changed` (and each announced
+        :meth:`finish_runs`) from any replica until cancelled, on a dedicated connection; and
+        ``on_definition(name)`` for each version an announced :meth:`add_definitions` inserted,
+        on the same connection. Raises ``NotImplementedError`` where the store has no
+        notification channel (everything but Postgres): waiters then poll."""
         raise NotImplementedError(f"{self.dialect_name} has no change notifications")
 
     # -- upkeep -----------------------------------------------------------------------------
@@ -460,13 +466,22 @@ class Store(abc.ABC):
         with)."""
 
     @abc.abstractmethod
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
+    async def add_definitions(
+        self, records: Sequence[DefinitionRecord], *, announce: bool = False
+    ) -> int:
         """Insert each version unless its ``(name, version)`` is already recorded — then the
         stored row stays and this one is dropped (a peer recorded that version first: read
-        back with :meth:`definitions`). Committed before this returns, in chunks: a call
-        that fails partway may have recorded some of ``records`` (calling again records the
-        rest), and a replica recording the same versions concurrently waits only for the
-        chunk it meets, not for a peer's whole write."""
+        back with :meth:`definitions`). Returns how many of ``records`` this call recorded
+        (one record written: ``1`` means it is stored as given, with no read back). Committed
+        before this returns, in chunks: a call that fails partway may have recorded some of
+        ``records`` (calling again records the rest), and a replica recording the same
+        versions concurrently waits only for the chunk it meets, not for a peer's whole
+        write.
+
+        ``announce`` (``change_strategy="cdc"``, a run-time write): also tell every
+        :meth:`listen_changed`'s ``on_definition`` the name of each version actually inserted,
+        in the same transaction — delivered at commit. A store without change notifications
+        ignores it."""
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -392,8 +392,12 @@ class InstrumentedStore(Store):
     async def definitions_since(self, after: datetime) -> list[DefinitionRecord]:
         return await self._counted("definitions_since", self._inner.definitions_since(after))
 
-    async def add_definitions(self, records: Sequence[DefinitionRecord]) -> None:
-        await self._counted("add_definitions", self._inner.add_definitions(records))
+    async def add_definitions(
+        self, records: Sequence[DefinitionRecord], *, announce: bool = False
+    ) -> int:
+        return await self._counted(
+            "add_definitions", self._inner.add_definitions(records, announce=announce)
+        )
 
     async def queued_names(self) -> dict[str, list[RunRecord]]:
         return await self._counted("queued_names", self._inner.queued_names())
@@ -406,9 +410,15 @@ class InstrumentedStore(Store):
             raise
 
     async def listen_changed(
-        self, on_change: Callable[[str], None], *, task_status: Any = None
+        self,
+        on_change: Callable[[str], None],
+        *,
+        on_definition: Callable[[str], None] | None = None,
+        task_status: Any = None,
     ) -> None:
-        await self._inner.listen_changed(on_change, task_status=task_status)
+        await self._inner.listen_changed(
+            on_change, on_definition=on_definition, task_status=task_status
+        )
 
     async def finish_runs(
         self, outcomes: Sequence[RunOutcome], replica_id: str, *, announce: bool = False

@@ -29,7 +29,11 @@ class SQLChanges(SQLConnections):
         await self._attempt("notify_changed", work, write=False)
 
     async def listen_changed(
-        self, on_change: Callable[[str], None], *, task_status: Any = None
+        self,
+        on_change: Callable[[str], None],
+        *,
+        on_definition: Callable[[str], None] | None = None,
+        task_status: Any = None,
     ) -> None:
         if self._engine.dialect.name != "postgresql":
             raise NotImplementedError(f"{self.dialect_name} has no change notifications")
@@ -42,6 +46,17 @@ class SQLChanges(SQLConnections):
             def callback(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
                 on_change(payload)
 
+            # Both channels on the one session: a definition written at run time costs the
+            # listener no connection of its own.
+            listeners: list[tuple[str, Callable[..., None]]] = [(q.NOTIFY_CHANNEL, callback)]
+            if on_definition is not None:
+                heard = on_definition
+
+                def defined(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                    heard(payload)
+
+                listeners.append((q.DEFINITIONS_CHANNEL, defined))
+
             # An idle LISTEN session runs no query, so nothing would ever notice it died (a
             # restarted server, a cut link, pg_terminate_backend): asyncpg's termination
             # listener is the only signal, and the caller must hear of it to say it polls.
@@ -51,7 +66,8 @@ class SQLChanges(SQLConnections):
                 lost.set()
 
             driver.add_termination_listener(terminated)
-            await driver.add_listener(q.NOTIFY_CHANNEL, callback)
+            for channel, listener in listeners:
+                await driver.add_listener(channel, listener)
             try:
                 if task_status is not None:
                     task_status.started()
@@ -60,7 +76,8 @@ class SQLChanges(SQLConnections):
                 driver.remove_termination_listener(terminated)
                 if not lost.is_set():
                     with anyio.CancelScope(shield=True):
-                        await driver.remove_listener(q.NOTIFY_CHANNEL, callback)
+                        for channel, listener in listeners:
+                            await driver.remove_listener(channel, listener)
             # Drop the dead connection rather than return it to the pool.
             await conn.invalidate()
             raise StoreUnavailableError(

@@ -38,8 +38,21 @@ from .claims import (
     line_lock,
     slots_with_rows,
 )
-from .definitions import definitions_insert, definitions_select, definitions_since_select
-from .dialects import NOTIFY_CHANNEL, database_now, database_now_sql, dialect_family, notify, ping
+from .definitions import (
+    definitions_insert,
+    definitions_insert_announced,
+    definitions_select,
+    definitions_since_select,
+)
+from .dialects import (
+    DEFINITIONS_CHANNEL,
+    NOTIFY_CHANNEL,
+    database_now,
+    database_now_sql,
+    dialect_family,
+    notify,
+    ping,
+)
 from .pauses import (
     fleet_again,
     fleet_extend,
@@ -97,6 +110,7 @@ __all__ = [
     "BY_NAME_INDEX",
     "BY_TIME_INDEX",
     "CLAIM_CHUNK",
+    "DEFINITIONS_CHANNEL",
     "DELETE_BATCH",
     "FINISH_KEYS",
     "LINE_SUFFIX",
@@ -118,6 +132,7 @@ __all__ = [
     "database_now",
     "database_now_sql",
     "definitions_insert",
+    "definitions_insert_announced",
     "definitions_select",
     "definitions_since_select",
     "dialect_family",

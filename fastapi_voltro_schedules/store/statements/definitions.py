@@ -7,11 +7,11 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, Select, insert, select
+from sqlalchemy import Insert, Select, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ...models import definitions_table
-from .dialects import dialect_family
+from .dialects import DEFINITIONS_CHANNEL, dialect_family
 
 
 def definitions_insert(dialect_name: str, rows: Sequence[Mapping[str, Any]]) -> Insert:
@@ -33,6 +33,22 @@ def definitions_insert(dialect_name: str, rows: Sequence[Mapping[str, Any]]) -> 
             .on_conflict_do_nothing(index_elements=keys)
         )
     return insert(definitions_table).values(values).prefix_with("IGNORE")
+
+
+def definitions_insert_announced(rows: Sequence[Mapping[str, Any]]) -> Select[Any]:
+    """Postgres (``change_strategy="cdc"``): :func:`definitions_insert`, and one ``pg_notify``
+    on :data:`DEFINITIONS_CHANNEL` per row it inserted, in one statement — so a listener is
+    told at commit, never of a row it cannot read yet, and never of a version a peer wrote
+    first (the conflict inserts nothing, so returns nothing to announce)."""
+    c = definitions_table.c
+    added = (
+        postgresql.insert(definitions_table)
+        .values([dict(r) for r in rows])
+        .on_conflict_do_nothing(index_elements=[c.name, c.version])
+        .returning(c.name)
+        .cte("added")
+    )
+    return select(func.pg_notify(literal(DEFINITIONS_CHANNEL), added.c.name)).select_from(added)
 
 
 def definitions_select(names: Collection[str] | None = None) -> Select[Any]:

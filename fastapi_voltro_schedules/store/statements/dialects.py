@@ -42,6 +42,11 @@ def database_now(dialect_name: str) -> Select[Any]:
 NOTIFY_CHANNEL = "voltro_schedule_runs"
 """Postgres ``LISTEN``/``NOTIFY`` channel of ``change_strategy="cdc"``; the payload is a
 schedule name."""
+DEFINITIONS_CHANNEL = "voltro_schedule_definitions"
+"""…and the channel of definition versions written at run time (payload: the schedule's
+name). A channel of its own, not a marked payload on :data:`NOTIFY_CHANNEL`: every payload
+there is a schedule name the line's waiters key on, and any marker would be a name a schedule
+could take; a second ``LISTEN`` on the same session costs no connection."""
 
 
 def notify(names: Collection[str]) -> TextClause:
