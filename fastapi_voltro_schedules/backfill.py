@@ -4,7 +4,16 @@ The verb is bounded and confirmable, because a range verb that can enqueue 100k 
 outage generator: above :data:`CONFIRM_ABOVE` occurrences it refuses until confirmed; above
 the limit (default :data:`DEFAULT_LIMIT`, raisable to :data:`HARD_CEILING`) it refuses outright.
 A refusal fires nothing — never a silent prefix. Every answer says how many of the slots
-already have a ``succeeded`` run, because those run again.
+already have a ``succeeded`` run.
+
+Which slots run is the ``reprocess`` policy's (:class:`~.enums.Reprocess`, decided per slot by
+``planning.plan_reprocess`` from what the ledger says of it): by default only the slots with
+nothing recorded. A slot run again gets a new ``manual`` row; its earlier rows stay as they
+were, so its history is kept and the audit (which never counts ``manual`` rows as duplicates)
+stays clean. Every step is elected by a claim written with its row — the slot's own key for a
+slot with nothing recorded, a key naming the row it re-runs for a re-run — so two backfills
+(or a backfill and a clock-driven firing of an empty slot) never run one slot twice. A dry run
+(:func:`plan_range` alone) reads the ledger and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import anyio
 
 from .clock import Clock, iso_z
 from .definition import Schedule
-from .enums import RunStatus
+from .enums import Reprocess, RunStatus
 from .errors import (
     BackfillRefusedError,
     BackfillRequestError,
@@ -29,8 +38,9 @@ from .errors import (
 )
 from .fire_requests import FireRequest, Why
 from .logs import logger
-from .planning import DEAD_AFTER_BEATS
-from .store import Store
+from .models import claim_key, rerun_claim_key
+from .planning import DEAD_AFTER_BEATS, SlotAction, SlotPlan, plan_reprocess
+from .store import RunRecord, Store
 
 CONFIRM_ABOVE = 25
 DEFAULT_LIMIT = 1000
@@ -107,18 +117,42 @@ def parse_instant(value: str | datetime, field_name: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class RangePlan:
-    """The slots a range backfill would fire, and what the operator should know first."""
+    """The occurrences of a range, what the ledger says of each, which of them a backfill
+    under :attr:`reprocess` fires — and what the operator should know first."""
 
     schedule: str
     start: datetime
     end: datetime
     slots: list[datetime]
+    """Every occurrence in ``(start, end]``, oldest first."""
     already_succeeded: int
     limit: int
+    reprocess: Reprocess = Reprocess.NONE
+    states: list[SlotPlan] = field(default_factory=list)
+    """Each of :attr:`slots` with its current status and what happens to it."""
+    dry_run: bool = False
+    """Planned to be shown, not fired: :func:`run_range` of it fires nothing."""
 
     @property
     def count(self) -> int:
+        """The occurrences in the range (what the limit bounds)."""
         return len(self.slots)
+
+    @property
+    def firing(self) -> list[SlotPlan]:
+        """The slots this backfill fires, oldest first."""
+        return [state for state in self.states if state.fires]
+
+    @property
+    def to_run(self) -> int:
+        """How many slots this backfill fires (what the confirmation is about)."""
+        return sum(1 for state in self.states if state.fires)
+
+    @property
+    def kept(self) -> int:
+        """Slots left as they are: their outcome stands under :attr:`reprocess`, or a run of
+        them is in progress."""
+        return self.count - self.to_run
 
 
 @dataclass(slots=True)
@@ -134,6 +168,18 @@ class RangeSummary:
     run_ids: list[str] = field(default_factory=list)
     stopped: str | None = None
     """Why the range stopped before its last slot without an error (``"client-gone"``)."""
+    reprocess: Reprocess = Reprocess.NONE
+    to_run: int = 0
+    """The slots the plan fires (``count`` minus :attr:`kept`)."""
+    kept: int = 0
+    """Slots not fired: their outcome stands under ``reprocess``, or a run is in progress."""
+    taken: int = 0
+    """Slots of the plan another process ran first (it won the slot's claim): not run here."""
+    dry_run: bool = False
+    """Nothing fired: :attr:`states` says what would have."""
+    states: list[SlotPlan] = field(default_factory=list)
+    """Each slot of the range as the plan found it: its status then, and what the backfill
+    does (did) with it."""
 
 
 def check_limit(limit: int | None) -> int:
@@ -149,6 +195,49 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
+def check_reprocess(value: Reprocess | str | None) -> Reprocess:
+    """``none`` (the default), ``failed`` or ``all``; anything else is bad input naming the
+    field."""
+    if value is None:
+        return Reprocess.NONE
+    try:
+        return Reprocess(value)
+    except ValueError:
+        choices = ", ".join(r.value for r in Reprocess)
+        raise BackfillRequestError(
+            f"reprocess={shown(value)!r} is not one of {choices} — none runs only the slots "
+            "with nothing recorded, failed also re-runs failed and missed ones, all re-runs "
+            "every slot"
+        ) from None
+
+
+def _rerun_note(plan: RangePlan) -> str:
+    """What the operator should know of the slots that already succeeded."""
+    if plan.reprocess is Reprocess.ALL:
+        return f"{plan.already_succeeded:,} of them already succeeded and would run again"
+    return f"{plan.already_succeeded:,} of them already succeeded and are not run again"
+
+
+async def range_rows(
+    store: Store, name: str, after: datetime, until: datetime
+) -> list[RunRecord]:
+    """``name``'s rows with ``after < scheduled_at <= until`` (any trigger and status), read
+    newest first in keyset pages."""
+    rows: list[RunRecord] = []
+    before: datetime = until + timedelta(microseconds=1)
+    before_id: str | None = None
+    while True:
+        page = await store.list_runs(name, limit=_ROWS_PAGE, before=before, before_id=before_id)
+        inside = [row for row in page if row.scheduled_at > after]
+        rows += inside
+        if len(page) < _ROWS_PAGE or len(inside) < len(page):
+            return rows
+        before, before_id = page[-1].scheduled_at, page[-1].id
+
+
+_ROWS_PAGE = 1000
+
+
 async def plan_range(
     store: Store,
     schedule: Schedule,
@@ -158,10 +247,17 @@ async def plan_range(
     confirm: bool = False,
     limit: int | None = None,
     now: datetime | None = None,
+    reprocess: Reprocess | str | None = None,
+    dry_run: bool = False,
 ) -> RangePlan:
-    """Validate a request and count its slots; raise :class:`BackfillRefusedError` when it
-    must not fire (nothing has fired when this raises). With ``now``, a range reaching past it
-    is refused (``reason="future"``): a backfill runs what passed, never what is still due."""
+    """Validate a request, read what the ledger says of each of its slots and decide which
+    fire under ``reprocess``; raise :class:`BackfillRefusedError` when it must not fire
+    (nothing has fired when this raises). With ``now``, a range reaching past it is refused
+    (``reason="future"``): a backfill runs what passed, never what is still due.
+
+    Reads only: the plan is also the answer of a dry run (``dry_run``: no confirmation is
+    asked — nothing would fire)."""
+    policy = check_reprocess(reprocess)
     begin = parse_instant(start, "from")
     finish = parse_instant(end, "to")
     if begin >= finish:
@@ -171,10 +267,10 @@ async def plan_range(
     bound = check_limit(limit)
     slots = schedule.occurrences(begin, finish, limit=HARD_CEILING + 1)
     count_text = f"more than {HARD_CEILING:,}" if len(slots) > HARD_CEILING else f"{len(slots):,}"
-    already = len(await store.succeeded_slots(schedule.name, begin, slots[-1])) if slots else 0
-    plan = RangePlan(schedule.name, begin, finish, slots, already, bound)
     where = f'"{schedule.name}" in ({iso_z(begin)}, {iso_z(finish)}]'
     if len(slots) > bound:
+        # Refused before the ledger is read: the range is too big to even look at.
+        already = len(await store.succeeded_slots(schedule.name, begin, slots[-1]))
         raise BackfillRefusedError(
             f"refused: {where} has {count_text} occurrences, above the limit of {bound:,} "
             f"({already:,} already succeeded) — nothing fired; run it in slices"
@@ -183,6 +279,10 @@ async def plan_range(
             count=len(slots),
             already_succeeded=already,
         )
+    rows = await range_rows(store, schedule.name, begin, slots[-1]) if slots else []
+    states = plan_reprocess(slots, rows, policy.value)
+    already = sum(1 for state in states if state.status is RunStatus.SUCCEEDED)
+    plan = RangePlan(schedule.name, begin, finish, slots, already, bound, policy, states, dry_run)
     # After the limit (the bigger mistake), before the confirmation (never ask to confirm
     # what would be refused anyway).
     if now is not None and finish > now:
@@ -194,16 +294,30 @@ async def plan_range(
             count=len(slots),
             already_succeeded=already,
         )
-    if len(slots) > CONFIRM_ABOVE and not confirm:
+    if plan.to_run > CONFIRM_ABOVE and not confirm and not dry_run:
         raise BackfillRefusedError(
-            f"needs confirmation: {where} has {len(slots):,} occurrences ({already:,} of them "
-            f"already succeeded and would run again) — re-run with --yes / "
-            '"confirm": true after reading the number',
+            f"needs confirmation: {where} has {len(slots):,} occurrences ({_rerun_note(plan)}"
+            f"; reprocess={policy.value}) and {plan.to_run:,} of them would run — re-run "
+            'with --yes / "confirm": true after reading the number',
             reason="needs-confirmation",
             count=len(slots),
             already_succeeded=already,
         )
     return plan
+
+
+def summary_of(plan: RangePlan) -> RangeSummary:
+    """The summary of ``plan`` before anything fired (a dry run's answer)."""
+    return RangeSummary(
+        plan.schedule,
+        plan.count,
+        plan.already_succeeded,
+        reprocess=plan.reprocess,
+        to_run=plan.to_run,
+        kept=plan.kept,
+        dry_run=plan.dry_run,
+        states=list(plan.states),
+    )
 
 
 async def run_range(
@@ -215,8 +329,10 @@ async def run_range(
     progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
     stop: anyio.Event | None = None,
 ) -> RangeSummary:
-    """Fire every slot of ``plan`` sequentially, in order, each as a ``manual`` run with its
-    own ``scheduled_at``; a failed slot is recorded and the next still fires.
+    """Fire the slots ``plan`` fires (:attr:`RangePlan.firing`) sequentially, in order, each as
+    a ``manual`` run with its own ``scheduled_at``, each only if it wins its claim; a failed
+    slot is recorded and the next still fires. A dry run's plan fires nothing, takes no lock
+    and writes nothing: its summary is the plan.
 
     ``stop`` set (the HTTP client went away): the range stops cleanly after its in-flight slot
     (``summary.stopped``). A lost lock or a slot that cannot be recorded stops it the same way
@@ -226,22 +342,27 @@ async def run_range(
     ``<name>@range-backfill`` is the lock, kept fresh while held; one silent for three beats
     belonged to a process that died and is taken over.
     """
+    if plan.dry_run:
+        return summary_of(plan)
     store, clock, replica = engine.store, engine.clock, engine.replica_id
     key = schedule.name + LOCK_SUFFIX
     await _acquire(store, key, replica, clock.now(), heartbeat_ms, schedule.name)
-    summary = RangeSummary(schedule.name, plan.count, plan.already_succeeded)
+    summary = summary_of(plan)
     lock = _RangeLock(store, clock, key, replica, heartbeat_ms, schedule.name)
     error: VoltroError | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(lock.keep_fresh)
             logger.info(
-                "schedule: range backfill  name=%s slots=%d from=%s to=%s alreadySucceeded=%d",
+                "schedule: range backfill  name=%s slots=%d from=%s to=%s alreadySucceeded=%d "
+                "reprocess=%s toRun=%d",
                 schedule.name,
                 plan.count,
                 iso_z(plan.start),
                 iso_z(plan.end),
                 plan.already_succeeded,
+                plan.reprocess.value,
+                plan.to_run,
             )
             try:
                 await _fire_all(engine, schedule, plan, summary, lock, progress, stop)
@@ -271,12 +392,14 @@ async def _fire_all(
     progress: Callable[[RangeSummary], Awaitable[None] | None] | None,
     stop: anyio.Event | None,
 ) -> None:
-    for index, slot in enumerate(plan.slots):
-        remaining = plan.count - index
+    firing = plan.firing
+    for index, state in enumerate(firing):
+        slot = state.slot
+        remaining = len(firing) - index
         if lock.lost:
             raise BackfillStoppedError(
                 f'range backfill of "{schedule.name}" stopped before {iso_z(slot)}: its lock is '
-                f"held by {lock.lost_to} now — {summary.fired} of {plan.count} slots ran; "
+                f"held by {lock.lost_to} now — {summary.fired} of {plan.to_run} slots ran; "
                 "nothing after them fired (two ranges are never interleaved)",
                 reason="lock-lost",
                 fired=summary.fired,
@@ -288,36 +411,55 @@ async def _fire_all(
                 "next=%s",
                 schedule.name,
                 summary.fired,
-                plan.count,
+                plan.to_run,
                 iso_z(slot),
             )
             summary.stopped = "client-gone"
             return
         try:
-            step = await engine.fire(FireRequest(schedule, slot, Why.RANGE))
+            claim = step_claim(schedule.name, state)
+            request = FireRequest(schedule, slot, Why.RANGE, claim=claim)
+            step = await engine.fire(request)
             status = await step.finished()
-            assert status is not None  # a range step is admitted RUN, and has run
         except StoreUnavailableError as exc:
             # The driver's text stays in the log: this message is also an HTTP answer.
             logger.warning("schedule: range backfill stopped  name=%s: %s", schedule.name, exc)
             raise BackfillStoppedError(
                 f'range backfill of "{schedule.name}" stopped at {iso_z(slot)}: the slot could '
                 "not be recorded (the database did not answer; its error is in the app's log) "
-                f"— {summary.fired} of {plan.count} slots ran; resume "
+                f"— {summary.fired} of {plan.to_run} slots ran; resume "
                 f"from {iso_z(slot - timedelta(seconds=1))} once the database is back",
                 reason="store-unavailable",
                 fired=summary.fired,
                 remaining=remaining,
             ) from exc
-        summary.fired += 1
-        if status is RunStatus.SUCCEEDED:
-            summary.succeeded += 1
+        if status is None:
+            # Another process won the slot's claim (another backfill re-ran this outcome, or a
+            # clock-driven firing took the empty slot): it ran there, not again here.
+            summary.taken += 1
+            logger.info(
+                "schedule: range backfill — slot taken elsewhere, not run here  name=%s slot=%s",
+                schedule.name,
+                iso_z(slot),
+            )
         else:
-            summary.failed += 1
+            summary.fired += 1
+            if status is RunStatus.SUCCEEDED:
+                summary.succeeded += 1
+            else:
+                summary.failed += 1
         if progress is not None:
             result = progress(summary)
             if result is not None:
                 await result
+
+
+def step_claim(name: str, state: SlotPlan) -> str:
+    """The claims key a range step must win: the slot's own when nothing is recorded for it
+    (the key a clock-driven firing of it claims), else one naming the row it re-runs."""
+    if state.action is SlotAction.RERUN and state.current is not None:
+        return rerun_claim_key(name, state.slot, state.current.id)
+    return claim_key(name, state.slot)
 
 
 class _RangeLock:

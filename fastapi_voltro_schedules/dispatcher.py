@@ -138,7 +138,7 @@ class Dispatcher:
         if why is Why.RUN_NOW:
             return await self._run_now(request.schedule, request.slot)
         if why is Why.RANGE:
-            return await self._run_range_step(request.schedule, request.slot)
+            return await self._run_range_step(request.schedule, request.slot, request.claim)
         if why is Why.RESUME:
             assert request.row is not None, "a resumed firing names its queued row"
             return await self._resume(request.schedule, request.row)
@@ -159,6 +159,7 @@ class Dispatcher:
         *,
         fallback: bool = False,
         owed: bool = False,
+        claim: str | None = None,
     ) -> Admission:
         """Admission only (the row is written; nothing is started): :meth:`_carry` runs it.
 
@@ -174,7 +175,7 @@ class Dispatcher:
                 "was recorded; retry (another replica, or this one once it is back)"
             )
         return await self.admitter.admit(
-            schedule, slot, trigger, run_id, fallback=fallback, owed=owed
+            schedule, slot, trigger, run_id, fallback=fallback, owed=owed, claim=claim
         )
 
     async def _submit(
@@ -333,9 +334,13 @@ class Dispatcher:
         finally:
             self._manual.pop(name, None)
 
-    async def _run_range_step(self, schedule: Schedule, slot: datetime) -> Firing:
+    async def _run_range_step(
+        self, schedule: Schedule, slot: datetime, claim: str | None = None
+    ) -> Firing:
         """Run one slot as an operator instruction (``trigger="manual"``) and wait for it;
         the range backfill's step, run in the caller's task (a backfill that stops stops it).
+        With ``claim`` it runs only if it wins that key (with its row, one transaction): a
+        step that lost it returns at once, not run (``status`` ``None``).
 
         A failed insert is retried with the same run id for :data:`MANUAL_RETRY_BUDGET_S`
         (one blip must not abort a range); a row found under that id is the insert that landed
@@ -344,8 +349,19 @@ class Dispatcher:
         give_up = anyio.current_time() + MANUAL_RETRY_BUDGET_S
         attempt = 0
         while True:
-            admission = await self._admit(schedule, slot, Trigger.MANUAL, run_id)
+            admission = await self._admit(schedule, slot, Trigger.MANUAL, run_id, claim=claim)
             if admission.run is not None:
+                break
+            if admission.verdict is Verdict.LOST:
+                # Another process won the claim — unless it was this step's own earlier insert,
+                # which landed unanswered (its claim went with its row).
+                landed = await self.store.get_run(run_id) if attempt else None
+                if landed is None or landed.status is not RunStatus.RUNNING:
+                    lost = Firing(admission)
+                    lost.done.set()
+                    return lost
+                self.inflight.add(landed)
+                admission = Admission(Verdict.RUN, landed)
                 break
             pause = MANUAL_BACKOFF_S[min(attempt, len(MANUAL_BACKOFF_S) - 1)]
             if anyio.current_time() + pause > give_up:
@@ -368,7 +384,7 @@ class Dispatcher:
             firing.status = await self._carry(schedule, admission)
         finally:
             firing.done.set()
-        assert firing.status is not None  # a manual admission is always RUN
+        assert firing.status is not None  # an admitted manual firing is always RUN
         return firing
 
     # -- writing off -------------------------------------------------------------------------

@@ -102,6 +102,20 @@ class BackfillPolicy(StrEnum):
     """Run every passed slot, in order, each with its own ``scheduled_at``."""
 
 
+class Reprocess(StrEnum):
+    """Which slots of a range backfill run, by what the ledger already says of each. A slot
+    with nothing recorded runs under every policy (that is what a backfill is for); a slot
+    whose run is still ``running`` or ``queued`` never runs again (it is in progress)."""
+
+    NONE = "none"
+    """Only slots with nothing recorded: a slot with any outcome is left as it is."""
+    FAILED = "failed"
+    """Also the slots whose work was not done: ``failed`` and ``missed``. A ``skipped`` slot is
+    not among them: its own overlap rule stood it down behind a run in flight."""
+    ALL = "all"
+    """Every slot of the range, ``succeeded`` and ``skipped`` ones too."""
+
+
 class ExternalMissedPolicy(StrEnum):
     """What happens to occurrences of an external schedule that nobody triggered."""
 

@@ -240,17 +240,36 @@ class ForbiddenRoleError(VoltroError):
 class SchedulePausedError(VoltroError):
     """The schedule is paused: an operator instruction to fire it was refused, nothing ran."""
 
-    def __init__(self, name: str, *, paused_at: str, paused_by: str, reason: str | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        paused_at: str,
+        paused_by: str,
+        reason: str | None,
+        every_schedule: bool = False,
+    ) -> None:
         why = f" ({reason})" if reason else ""
-        super().__init__(
-            f'schedule "{name}" is paused since {paused_at} by the {paused_by} token{why} — '
-            "nothing was fired. Resume it first (POST /_voltro/inspect/schedules/"
-            f"{name}/resume, or `voltro schedule resume {name}`)"
-        )
+        if every_schedule:
+            super().__init__(
+                f'schedule "{name}" is paused with every schedule since {paused_at} by the '
+                f"{paused_by} token{why} — nothing was fired. Resume them all first (POST "
+                "/_voltro/inspect/resume-all, or `voltro schedule resume --all`)"
+            )
+        else:
+            super().__init__(
+                f'schedule "{name}" is paused since {paused_at} by the {paused_by} token{why} — '
+                "nothing was fired. Resume it first (POST /_voltro/inspect/schedules/"
+                f"{name}/resume, or `voltro schedule resume {name}`)"
+            )
         self.name = name
         self.paused_at = paused_at
         self.paused_by = paused_by
         self.reason = reason
+
+
+class PauseRequestError(VoltroError, ValueError):
+    """A pause request cannot be used (an ``until`` that is not a later instant)."""
 
 
 class InvalidQueryError(VoltroError, ValueError):

@@ -41,7 +41,8 @@ class Why(StrEnum):
     flight per schedule per process."""
     RANGE = "range"
     """One slot of a range backfill (``trigger="manual"``): its insert is retried through a
-    blip; the request returns once the slot has run."""
+    blip; the request returns once the slot has run — or at once, not run, when another
+    process won its claim (:attr:`FireRequest.claim`)."""
 
     @property
     def trigger(self) -> Trigger:
@@ -68,6 +69,9 @@ class FireRequest:
     why: Why
     row: RunRecord | None = None
     """:attr:`Why.RESUME`: the ``queued`` row taken over (its slot is ``slot``)."""
+    claim: str | None = None
+    """:attr:`Why.RANGE`: the claims key the step must win to run (the slot's own, or a
+    re-run's: :func:`~.models.rerun_claim_key`); ``None``: it runs unclaimed."""
 
     @property
     def trigger(self) -> Trigger:

@@ -7,6 +7,7 @@ want them in their own Alembic import :data:`voltro_metadata` (see ``docs/migrat
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -245,6 +246,16 @@ CLAIM_KEY_SECOND = "%Y-%m-%dT%H:%M:%S"
 def claim_key(name: str, scheduled_at: datetime) -> str:
     """The claim key of a slot: the name and the UTC second, identical on every replica."""
     return f"{name}@{scheduled_at.astimezone(UTC).strftime(CLAIM_KEY_SECOND)}"
+
+
+def rerun_claim_key(name: str, scheduled_at: datetime, rerun_of: str) -> str:
+    """The claim of one re-run of a slot: the slot's :func:`claim_key` and a digest of the row
+    it re-runs (``rerun_of``, its id). Two range backfills re-running the same outcome of the
+    same slot claim the same key, so one of them runs it; a later re-run re-runs a newer row,
+    so it claims a new key. Not a slot's key (:func:`slot_of_claim_key` answers ``None``): the
+    sweep of claims without a row leaves it alone — it is written with its row or not at all."""
+    digest = hashlib.blake2s(rerun_of.encode(), digest_size=6).hexdigest()
+    return f"{claim_key(name, scheduled_at)}~{digest}"
 
 
 def slot_of_claim_key(key: str) -> tuple[str, datetime] | None:

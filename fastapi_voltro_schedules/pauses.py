@@ -36,6 +36,16 @@ Every pause's span is also kept for good in ``_voltro_schedule_pause_spans`` (th
 is reused by the next pause): ``voltro schedule audit`` reads them all
 (:class:`RecordedPauses`), so a schedule paused twice owes no slot of either span.
 
+**Every schedule at once** (a maintenance window): :meth:`Pauses.pause_all` writes one row,
+:data:`ALL_SCHEDULES`, that holds every schedule — declared ones, run-time ones, and run-time
+ones written during the window — exactly as its own pause would, at every place above. With
+``until`` the row is written with its end (``resumed_at = until``): it holds the slots in
+``(paused_at, until]`` and resumes by itself after ``until`` on every replica, with no write
+and nothing to miss, even with every replica down at that instant. :meth:`Pauses.resume_all`
+ends it sooner. It is a row beside the schedules' own: a schedule paused on its own before or
+during the window stays paused after it. The span is kept like any other, so the audit owes no
+slot inside it.
+
 The cache fails safe in one direction only: when the table cannot be read, the last copy is
 kept (a paused schedule stays paused) and a warning is logged once per outage.
 """
@@ -44,20 +54,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskStatus
 
-from .errors import StoreUnavailableError
+from .errors import PauseRequestError, StoreUnavailableError
 from .logs import logger
+from .records import ALL_SCHEDULES
 
 if TYPE_CHECKING:
     from .clock import Clock
     from .store import PauseRecord, Store
 
 __all__ = [
+    "ALL_SCHEDULES",
     "MAX_REASON_LENGTH",
     "NO_PAUSES",
     "REFRESH_SECONDS",
@@ -81,35 +94,61 @@ class PauseView:
     """What the hot paths ask. The base answers "nothing is paused" (an engine without a
     scheduler around it, e.g. in unit tests)."""
 
-    def get(self, name: str) -> PauseRecord | None:
+    def own(self, name: str) -> PauseRecord | None:
+        """``name``'s own pauses row (the fleet-wide pause's: ``own(ALL_SCHEDULES)``)."""
         return None
+
+    def now(self) -> datetime | None:
+        """The instant a fleet-wide pause with an ``until`` is judged at (``None``: no clock,
+        judged as written)."""
+        return None
+
+    def fleet(self) -> PauseRecord | None:
+        """The fleet-wide pause in force now, as a pause in force reads (``resumed_at``
+        unset; :attr:`~.records.PauseRecord.until` says when it ends by itself)."""
+        record = self.own(ALL_SCHEDULES)
+        if record is None or record.resumed_at is None:
+            return record
+        now = self.now()
+        if record.until is None or now is None or not record.in_force(now):
+            return None
+        return replace(record, resumed_at=None, resumed_by=None)
+
+    def get(self, name: str) -> PauseRecord | None:
+        """The pause that holds ``name`` now: its own, else the fleet-wide one; else its own
+        last pause, resumed (``None``: never paused)."""
+        own = self.own(name)
+        if own is not None and own.active:
+            return own
+        fleet = self.fleet()
+        return fleet if fleet is not None else own
 
     async def current(self) -> None:
         """Make the copy current enough to be read (the base has nothing to refresh)."""
 
     def is_paused(self, name: str) -> bool:
-        """Whether ``name`` is paused now."""
+        """Whether ``name`` is paused now (on its own, or with every schedule)."""
         record = self.get(name)
         return record is not None and record.active
 
     def holds(self, name: str, slot: datetime) -> bool:
-        """Whether the occurrence ``slot`` of ``name`` must not fire: the schedule is paused,
-        or ``slot`` lies in the span it was paused for (``paused_at < slot <= resumed_at``)."""
-        record = self.get(name)
-        if record is None:
-            return False
-        if record.resumed_at is None:
+        """Whether the occurrence ``slot`` of ``name`` must not fire: the schedule is paused
+        (on its own or with every schedule), or ``slot`` lies in a span it was paused for
+        (``paused_at < slot <= resumed_at``) — its own latest, or the fleet's."""
+        if self.is_paused(name):
             return True
-        return record.paused_at < slot <= record.resumed_at
+        return _in_span(self.own(name), slot) or _in_span(self.own(ALL_SCHEDULES), slot)
 
     def catch_up_from(self, name: str, last: datetime | None) -> datetime | None:
         """Where a boot backfill of ``name`` starts, given its last run's slot (``None``: it
-        never ran): after the paused span when that is newer. Ask :meth:`is_paused` first —
-        a paused schedule plans nothing."""
-        record = self.get(name)
-        if record is None or record.resumed_at is None:
-            return last
-        return record.resumed_at if last is None else max(last, record.resumed_at)
+        never ran): after the paused span — its own, or the fleet's — when that is newer. Ask
+        :meth:`is_paused` first — a paused schedule plans nothing."""
+        marks = [last]
+        for record in (self.own(name), self.own(ALL_SCHEDULES)):
+            if record is not None and record.resumed_at is not None:
+                marks.append(record.resumed_at)
+        present = [mark for mark in marks if mark is not None]
+        return max(present) if present else None
 
     def unpaused(self, name: str, slots: Iterable[datetime]) -> list[datetime]:
         """``slots`` without those :meth:`holds` refuses."""
@@ -133,6 +172,13 @@ class PauseView:
 NO_PAUSES = PauseView()
 
 
+def _in_span(record: PauseRecord | None, slot: datetime) -> bool:
+    """Whether ``slot`` lies in ``record``'s (closed or scheduled) span."""
+    if record is None or record.resumed_at is None:
+        return False
+    return record.paused_at < slot <= record.resumed_at
+
+
 class RecordedPauses(PauseView):
     """Recorded pause spans (what the audit read: ``Store.pause_spans``), asked like the live
     copy — except that a slot is held by *any* span of its schedule, not only the latest: a
@@ -143,14 +189,16 @@ class RecordedPauses(PauseView):
         for span in sorted(spans, key=lambda s: s.paused_at):
             self._spans.setdefault(span.name, []).append(span)
 
-    def get(self, name: str) -> PauseRecord | None:
+    def own(self, name: str) -> PauseRecord | None:
         spans = self._spans.get(name)
         return spans[-1] if spans else None
 
     def holds(self, name: str, slot: datetime) -> bool:
+        # Its own spans and the fleet-wide pause's (a window with an `until` is its span).
+        spans = (*self._spans.get(name, ()), *self._spans.get(ALL_SCHEDULES, ()))
         return any(
             span.paused_at < slot and (span.resumed_at is None or slot <= span.resumed_at)
-            for span in self._spans.get(name, ())
+            for span in spans
         )
 
 
@@ -175,8 +223,26 @@ class Pauses(PauseView):
         self._change: anyio.Event | None = None
         """Set (and dropped) when the copy changes: held queue waiters look again at once."""
 
-    def get(self, name: str) -> PauseRecord | None:
+    def own(self, name: str) -> PauseRecord | None:
         return self._records.get(name)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    # The herd asks these once per schedule: a schedule with no row of its own while no
+    # fleet-wide row exists (nearly always) is answered by two dict lookups.
+
+    def is_paused(self, name: str) -> bool:
+        records = self._records
+        if name not in records and ALL_SCHEDULES not in records:
+            return False
+        return super().is_paused(name)
+
+    def holds(self, name: str, slot: datetime) -> bool:
+        records = self._records
+        if name not in records and ALL_SCHEDULES not in records:
+            return False
+        return super().holds(name, slot)
 
     async def _next_look(self) -> None:
         """Wait for a change of the copy, at most :data:`REFRESH_SECONDS`."""
@@ -276,6 +342,43 @@ class Pauses(PauseView):
             record.paused_at.isoformat(),
             f" reason={record.reason!r}" if record.reason else "",
         )
+        return record
+
+    async def pause_all(
+        self, *, by: str, reason: str | None, until: datetime | None = None
+    ) -> PauseRecord:
+        """Pause every schedule cluster-wide — until resumed, or until ``until`` (after which
+        every replica fires again by itself). A window in force keeps its who/when/why and
+        takes the new ``until``. :class:`PauseRequestError` for an ``until`` not after now."""
+        now = self.clock.now()
+        if until is not None and until <= now:
+            raise PauseRequestError(
+                f"until={until.isoformat()} is not after now ({now.isoformat()}) — name a "
+                "later instant, or leave it out to pause until resumed"
+            )
+        record = await self.store.pause_all(
+            paused_at=now, paused_by=by, reason=reason, until=until
+        )
+        self._records[ALL_SCHEDULES] = record
+        logger.warning(
+            "schedule: every schedule paused  by=%s since=%s until=%s%s",
+            record.paused_by,
+            record.paused_at.isoformat(),
+            "resumed" if record.until is None else record.until.isoformat(),
+            f" reason={record.reason!r}" if record.reason else "",
+        )
+        self._announce()
+        return record
+
+    async def resume_all(self, *, by: str) -> PauseRecord | None:
+        """End the fleet-wide pause now; ``None`` if every schedule was never paused at once.
+        The next occurrences fire; the window is not caught up. Schedules paused on their
+        own stay paused."""
+        record = await self.store.resume_all(resumed_at=self.clock.now(), resumed_by=by)
+        if record is not None:
+            self._records[ALL_SCHEDULES] = record
+            logger.warning("schedule: every schedule resumed  by=%s", by)
+            self._announce()
         return record
 
     async def resume(self, name: str, *, by: str) -> PauseRecord | None:

@@ -392,3 +392,89 @@ def plan_resume(
         ),
         key=_order,
     )
+
+
+# -- range backfill: which slots run again ------------------------------------------------
+
+
+class SlotAction(StrEnum):
+    """What a range backfill does with one slot of its range (see :func:`plan_reprocess`)."""
+
+    RUN = "run"
+    """Nothing is recorded for it: it runs (under every ``reprocess``)."""
+    RERUN = "rerun"
+    """It has an outcome that ``reprocess`` says to run again: a new ``manual`` row, the
+    earlier rows left as they are."""
+    KEEP = "keep"
+    """It has an outcome ``reprocess`` leaves alone."""
+    IN_PROGRESS = "in-progress"
+    """A run of it is ``running`` or ``queued`` now: never a second one beside it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPlan:
+    """One slot of a range backfill: what the ledger says of it now, and what happens."""
+
+    slot: datetime
+    status: RunStatus | None
+    """Its current status (:func:`current_row`); ``None``: nothing recorded."""
+    action: SlotAction
+    current: RunRecord | None = None
+    """The row that says so (a re-run is a re-run *of this row*: its claim names it)."""
+    rows: int = 0
+    """How many rows the slot has (a slot run again keeps every earlier row)."""
+
+    @property
+    def fires(self) -> bool:
+        return self.action in (SlotAction.RUN, SlotAction.RERUN)
+
+
+_RERUN_WHEN: dict[str, frozenset[RunStatus]] = {
+    "none": frozenset(),
+    "failed": frozenset({RunStatus.FAILED, RunStatus.MISSED}),
+    "all": frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.MISSED, RunStatus.SKIPPED}),
+}
+_RAN = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RUNNING})
+
+
+def current_row(rows: Sequence[RunRecord]) -> RunRecord | None:
+    """The row that says what became of a slot, of all its rows (any trigger): a live one
+    (``running``/``queued``) if any; else the newest whose handler ran (a re-run's row is
+    newer than the run it re-ran; a ``missed`` row an external slot's missed policy wrote
+    beside its run does not hide the run); else the newest. Ids sort by creation time."""
+    if not rows:
+        return None
+    live = [r for r in rows if r.status in (RunStatus.RUNNING, RunStatus.QUEUED)]
+    if live:
+        return max(live, key=lambda r: r.id)
+    ran = [r for r in rows if r.status in _RAN]
+    return max(ran or rows, key=lambda r: r.id)
+
+
+def plan_reprocess(
+    slots: Sequence[datetime], rows: Sequence[RunRecord], reprocess: str
+) -> list[SlotPlan]:
+    """Each of ``slots`` (a range's occurrences) with its current status and what a range
+    backfill under ``reprocess`` (``none``/``failed``/``all``, see
+    :class:`~.enums.Reprocess`) does with it. ``rows``: the schedule's rows in the range (any
+    trigger); rows at other instants (a Run now) are no slot's. Pure."""
+    by_slot: dict[datetime, list[RunRecord]] = {}
+    for row in rows:
+        by_slot.setdefault(row.scheduled_at, []).append(row)
+    rerun = _RERUN_WHEN[reprocess]
+    plans: list[SlotPlan] = []
+    for slot in slots:
+        mine = by_slot.get(slot, [])
+        current = current_row(mine)
+        if current is None:
+            plans.append(SlotPlan(slot, None, SlotAction.RUN))
+            continue
+        status = current.status
+        if status in (RunStatus.RUNNING, RunStatus.QUEUED):
+            action = SlotAction.IN_PROGRESS
+        elif status in rerun:
+            action = SlotAction.RERUN
+        else:
+            action = SlotAction.KEEP
+        plans.append(SlotPlan(slot, status, action, current, len(mine)))
+    return plans

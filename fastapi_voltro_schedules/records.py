@@ -177,6 +177,14 @@ class RowWrite:
     values: dict[str, object]
 
 
+ALL_SCHEDULES = "*"
+"""The pauses tables' row of the fleet-wide pause (every schedule at once): no schedule can be
+named so (``definition.NAME_RE``)."""
+RESUMES_BY_ITSELF = "until"
+"""``resumed_by`` of a fleet-wide pause written with its end (``until``): its ``resumed_at``
+is that instant, ahead of the pause, and the pause holds until then."""
+
+
 @dataclass(frozen=True, slots=True)
 class PauseRecord:
     """One row of ``_voltro_schedule_pauses``: who paused a schedule, when and why, and — once
@@ -188,11 +196,23 @@ class PauseRecord:
     reason: str | None = None
     resumed_at: datetime | None = None
     resumed_by: str | None = None
+    until: datetime | None = None
+    """When a fleet-wide pause resumes by itself (it is written with its end: ``resumed_at``
+    set ahead, ``resumed_by`` :data:`RESUMES_BY_ITSELF`); ``None`` for one that lasts until
+    resumed, and for a schedule's own pause. Not a column: read from those two."""
 
     @property
     def active(self) -> bool:
-        """Whether the schedule is paused now."""
+        """Whether the schedule is paused now (a fleet-wide pause with an ``until``: see
+        :meth:`in_force`, which needs the instant)."""
         return self.resumed_at is None
+
+    def in_force(self, now: datetime) -> bool:
+        """Whether the pause holds at ``now``: not resumed, or resuming by itself after it
+        (``until`` is the window's last instant)."""
+        if self.resumed_at is None:
+            return True
+        return self.until is not None and now <= self.resumed_at
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> PauseRecord:
@@ -203,6 +223,7 @@ class PauseRecord:
             reason=row["reason"],
             resumed_at=row["resumed_at"],
             resumed_by=row["resumed_by"],
+            until=row["resumed_at"] if row["resumed_by"] == RESUMES_BY_ITSELF else None,
         )
 
 

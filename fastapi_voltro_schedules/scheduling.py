@@ -43,7 +43,7 @@ from .definition import Schedule
 from .definitions import NO_VERSIONS, Versions, record_versions
 from .discovery import check_unique_names, discover_handlers, discover_schedules
 from .engine import Engine
-from .enums import BackfillPolicy, Coordination, OverlapPolicy, TriggerMode
+from .enums import BackfillPolicy, Coordination, OverlapPolicy, Reprocess, TriggerMode
 from .errors import (
     ConfigurationError,
     ScheduleNotFoundError,
@@ -59,7 +59,7 @@ from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
-from .pauses import NO_PAUSES, Pauses, PauseView
+from .pauses import ALL_SCHEDULES, NO_PAUSES, Pauses, PauseView
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
 
@@ -291,16 +291,34 @@ class Scheduling:
         *,
         confirm: bool = False,
         limit: int | None = None,
+        reprocess: Reprocess | str | None = None,
+        dry_run: bool = False,
     ) -> RangePlan:
         """Check a range backfill without firing (raises when it would be refused — also when
-        a live range of the schedule is running)."""
+        a live range of the schedule is running): each slot with its current status and
+        whether it fires under ``reprocess`` (``none`` by default, see :class:`Reprocess`).
+
+        ``dry_run``: the plan is only to be shown — no confirmation is asked, and neither a
+        pause nor a range in progress refuses it (it reads the ledger and writes nothing);
+        :meth:`run_backfill` of it fires nothing."""
         schedule = self.schedule(name)
         store = self.running_engine().store
-        await self._refuse_if_paused(name)
+        if not dry_run:
+            await self._refuse_if_paused(name)
         plan = await plan_range(
-            store, schedule, start, end, confirm=confirm, limit=limit, now=self.clock.now()
+            store,
+            schedule,
+            start,
+            end,
+            confirm=confirm,
+            limit=limit,
+            now=self.clock.now(),
+            reprocess=reprocess,
+            dry_run=dry_run,
         )
-        await refuse_if_running(store, plan, self.clock.now(), self.config.schedule_heartbeat_ms)
+        if not dry_run:
+            now, beat = self.clock.now(), self.config.schedule_heartbeat_ms
+            await refuse_if_running(store, plan, now, beat)
         return plan
 
     async def backfill(
@@ -311,13 +329,21 @@ class Scheduling:
         *,
         confirm: bool = False,
         limit: int | None = None,
+        reprocess: Reprocess | str | None = None,
+        dry_run: bool = False,
         progress: Callable[[RangeSummary], Awaitable[None] | None] | None = None,
         stop: anyio.Event | None = None,
     ) -> RangeSummary:
-        """Range backfill: fire every occurrence of ``name`` in ``(start, end]`` in order, as
-        ``manual`` runs. Refusals (:class:`BackfillRefusedError`) fire nothing. ``stop`` set:
+        """Range backfill: fire the occurrences of ``name`` in ``(start, end]`` that
+        ``reprocess`` says (``none``: only those with nothing recorded; ``failed``: also the
+        failed and missed ones; ``all``: every one) in order, as ``manual`` runs — each only if
+        it wins its claim, so concurrent backfills run a slot once. Refusals
+        (:class:`BackfillRefusedError`) fire nothing. ``dry_run``: fire nothing, write
+        nothing; ``summary.states`` lists each slot with its current status. ``stop`` set:
         the range stops after the slot in flight (``summary.stopped``)."""
-        plan = await self.plan_backfill(name, start, end, confirm=confirm, limit=limit)
+        plan = await self.plan_backfill(
+            name, start, end, confirm=confirm, limit=limit, reprocess=reprocess, dry_run=dry_run
+        )
         return await self.run_backfill(plan, progress=progress, stop=stop)
 
     async def run_backfill(
@@ -450,6 +476,7 @@ class Scheduling:
                 paused_at=iso_z(record.paused_at),
                 paused_by=record.paused_by,
                 reason=record.reason,
+                every_schedule=record.name == ALL_SCHEDULES,
             )
 
     def running_pauses(self) -> Pauses:
@@ -467,6 +494,20 @@ class Scheduling:
         """Resume ``name`` from its next occurrence; ``None`` when it was not paused."""
         self.schedule(name)
         return await self.running_pauses().resume(name, by=by)
+
+    async def pause_all(
+        self, *, by: str, reason: str | None = None, until: datetime | None = None
+    ) -> PauseRecord:
+        """Pause every schedule on every replica — run-time ones written meanwhile too — until
+        :meth:`resume_all`, or until ``until`` (an aware instant after now: every replica
+        fires again by itself after it). Nothing inside the window is replayed. Idempotent: a
+        window in force keeps its who/when/why and takes the new ``until``."""
+        return await self.running_pauses().pause_all(by=by, reason=reason, until=until)
+
+    async def resume_all(self, *, by: str) -> PauseRecord | None:
+        """End the fleet-wide pause now (its window is not caught up; schedules paused on
+        their own stay paused); ``None`` when every schedule was never paused at once."""
+        return await self.running_pauses().resume_all(by=by)
 
     def disabled_message(self) -> str:
         return (

@@ -97,14 +97,40 @@ def test_url_mode_confirmation_summary_and_already_succeeded(served: App) -> Non
     assert "25/25  succeeded=25 failed=0" in ran.stderr
     assert ran.stdout.strip() == summary_line(25, 25, 0, 0)
 
-    # 26 with --yes: the 25 that already succeeded are counted (and run again).
-    confirmed = via(app, "--from", FROM, "--to", hours(26), "--yes")
+    # 26 by default: only the one with nothing recorded runs (no confirmation needed); the 25
+    # that already succeeded are counted, not run again.
+    gap = via(app, "--from", FROM, "--to", hours(26))
+    assert gap.exit_code == 0, gap.output
+    assert "25 already succeeded (not run again)" in gap.stderr and "firing 1 in" in gap.stderr
+    assert gap.stdout.strip() == summary_line(1, 1, 0, 25)
+
+    # 26 with --yes --reprocess all: the 26 that already succeeded are counted, and run again.
+    confirmed = via(app, "--from", FROM, "--to", hours(26), "--yes", "--reprocess", "all")
     assert confirmed.exit_code == 0, confirmed.output
-    assert "26 occurrences" in confirmed.stderr and "25 already succeeded" in confirmed.stderr
-    assert confirmed.stdout.strip() == summary_line(26, 26, 0, 25)
+    assert "26 occurrences" in confirmed.stderr and "26 already succeeded" in confirmed.stderr
+    assert confirmed.stdout.strip() == summary_line(26, 26, 0, 26)
     seen = [datetime.fromisoformat(s["scheduledAt"]) for s in handler_log(app.log)]
-    assert seen == [slot(n) for n in range(1, 26)] + [slot(n) for n in range(1, 27)]
+    assert seen == [slot(n) for n in range(1, 27)] + [slot(n) for n in range(1, 27)]
     assert {s["trigger"] for s in handler_log(app.log)} == {"manual"}
+
+
+def test_url_mode_dry_run_lists_the_slots_and_fires_nothing(served: App) -> None:
+    app = served
+    assert via(app, "--from", FROM, "--to", hours(2)).exit_code == 0
+    dry = via(app, "--from", FROM, "--to", hours(30), "--dry-run", "--reprocess", "all")
+    assert dry.exit_code == 0, dry.output  # 30 slots, no --yes: a dry run asks nothing
+    lines = dry.stdout.strip().splitlines()
+    assert "30 occurrences, 30 would run, 0 kept (alreadySucceeded=2)" in lines[0]
+    assert "dry run, nothing fired" in lines[0]
+    assert lines[1].split() == ["2026-08-10T01:00:00.000Z", "succeeded", "rerun"]
+    assert lines[3].split() == ["2026-08-10T03:00:00.000Z", "-", "run"]
+    assert len(lines) == 31
+    assert len(ledger(app.url)) == 2 and len(handler_log(app.log)) == 2
+
+    bad = via(app, "--from", FROM, "--to", hours(2), "--reprocess", "some")
+    assert bad.exit_code == 2 and "--reprocess 'some' is not one of none, failed, all" in (
+        bad.stderr
+    )
 
 
 def test_url_mode_refusals_bad_input_and_tokens(served: App) -> None:
@@ -146,7 +172,7 @@ def test_url_mode_asks_on_a_terminal(served: App, monkeypatch: pytest.MonkeyPatc
     declined = via(app, "--from", FROM, "--to", hours(26), input="n\n")
     assert declined.exit_code == 3, declined.output
     assert "26 occurrences" in declined.output
-    assert "0 of them already succeeded and would run again" in declined.output
+    assert "0 of them already succeeded and are not run again" in declined.output
     assert "not confirmed — nothing fired" in declined.stderr
     assert ledger(app.url) == []
 
@@ -171,7 +197,7 @@ def test_url_mode_failed_slot_exits_5_and_a_progress_bar_on_a_terminal(
         assert ran.stdout.strip() == summary_line(5, 4, 1, 0)
 
         monkeypatch.setattr(cli.backfill, "_progress_bar_wanted", lambda: True)
-        bar = via(app, "--from", FROM, "--to", hours(5))
+        bar = via(app, "--from", FROM, "--to", hours(5), "--reprocess", "all")
         assert bar.exit_code == 5, bar.output
         assert "5/5" in bar.stderr and "succeeded=8" not in bar.stderr
         assert "slot 3/5 failed" in bar.stderr
@@ -241,12 +267,22 @@ def test_app_mode_runs_against_the_apps_database(tmp_path: Path, direct_db: str)
     ]
     assert [s["runId"] for s in seen] == [r.id for r in runs]
 
-    confirmed = run_cli(tmp_path, {**env, "BACKFILL_FAIL_AT": ""}, NAME, "--app", APP_SPEC,
-                        "--from", FROM, "--to", hours(26), "--yes")  # fmt: skip
-    assert confirmed.returncode == 0, confirmed.stderr
-    assert "26 occurrences" in confirmed.stderr and "4 already succeeded" in confirmed.stderr
-    assert confirmed.stdout.strip() == summary_line(26, 26, 0, 4)
-    assert len(ledger(direct_db)) == 31
+    # --reprocess failed: the failed slot 3 runs again beside the 21 slots with nothing
+    # recorded; the 4 that succeeded are not run again. Slot 3 keeps its failed row.
+    again = run_cli(tmp_path, {**env, "BACKFILL_FAIL_AT": ""}, NAME, "--app", APP_SPEC,
+                    "--from", FROM, "--to", hours(26), "--reprocess", "failed")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "26 occurrences" in again.stderr and "4 already succeeded" in again.stderr
+    assert again.stdout.strip() == summary_line(22, 22, 0, 4)
+    runs = ledger(direct_db)
+    assert len(runs) == 27
+    assert sorted(r.status for r in runs if r.scheduled_at == slot(3)) == [
+        RunStatus.FAILED,
+        RunStatus.SUCCEEDED,
+    ]
+    assert [datetime.fromisoformat(s["scheduledAt"]) for s in handler_log(log)[5:]] == [
+        slot(n) for n in range(3, 27) if n not in (4, 5)
+    ]
 
 
 def test_app_mode_bad_input(tmp_path: Path) -> None:

@@ -81,17 +81,22 @@ def test_25_run_26_need_confirmation_and_each_slot_gets_its_own_scheduled_at(
             "fired": 25,
             "succeeded": 25,
             "failed": 0,
+            "reprocess": "none",
+            "toRun": 25,
+            "kept": 0,
+            "taken": 0,
         }
 
-        # 26 again: the refusal now says 25 of them already succeeded (they would run again).
-        refused = app.post({"from": FROM, "to": hours(26)})
+        # 26 again, re-running every slot: the refusal says 25 of them already succeeded (and
+        # would run again under reprocess=all).
+        refused = app.post({"from": FROM, "to": hours(26), "reprocess": "all"})
         assert refused.status_code == 409
         assert (refused.json()["count"], refused.json()["alreadySucceeded"]) == (26, 25)
-        assert "25 of them already succeeded" in refused.json()["detail"]
+        assert "25 of them already succeeded and would run again" in refused.json()["detail"]
         assert len(ledger(app.url)) == 25 and len(handler_log(app.log)) == 25
 
         # Confirmed: 26 progress lines and the summary.
-        events = app.stream({"from": FROM, "to": hours(26), "confirm": True})
+        events = app.stream({"from": FROM, "to": hours(26), "confirm": True, "reprocess": "all"})
         assert [e["event"] for e in events] == ["progress"] * 26 + ["summary"]
         assert all(e["count"] == 26 and e["alreadySucceeded"] == 25 for e in events)
         assert (events[-1]["fired"], events[-1]["succeeded"], events[-1]["failed"]) == (26, 26, 0)
@@ -216,4 +221,53 @@ def test_a_second_range_of_the_schedule_is_refused_while_one_runs(tmp_path: Path
         assert first["events"][-1]["fired"] == 4
         # Only the first range fired; the lock is released afterwards.
         assert len(ledger(url)) == 4
-        assert app.stream({"from": FROM, "to": hours(1)})[-1]["fired"] == 1
+        assert app.stream({"from": FROM, "to": hours(1), "reprocess": "all"})[-1]["fired"] == 1
+
+
+def test_dry_run_and_reprocess_in_the_body(tmp_path: Path, database: str) -> None:
+    with start_app(tmp_path, database, BACKFILL_FAIL_AT=slot(2).isoformat()) as app:
+        first = app.stream({"from": FROM, "to": hours(3)})
+        assert (first[-1]["fired"], first[-1]["failed"]) == (3, 1)
+        before = ledger(app.url)
+
+        # A dry run: one JSON object, each slot with its current status; nothing written.
+        dry = app.post({"from": FROM, "to": hours(5), "reprocess": "failed", "dryRun": True})
+        assert dry.status_code == 200, dry.text
+        answer = dry.json()
+        assert {k: answer[k] for k in ("dryRun", "reprocess", "count", "toRun", "kept")} == {
+            "dryRun": True,
+            "reprocess": "failed",
+            "count": 5,
+            "toRun": 3,
+            "kept": 2,
+        }
+        assert answer["alreadySucceeded"] == 2
+        assert [(s["status"], s["action"]) for s in answer["slots"]] == [
+            ("succeeded", "keep"),
+            ("failed", "rerun"),
+            ("succeeded", "keep"),
+            (None, "run"),
+            (None, "run"),
+        ]
+        assert answer["slots"][1]["runId"] in {r.id for r in before}
+        assert sorted(r.id for r in ledger(app.url)) == sorted(r.id for r in before)
+        assert len(handler_log(app.log)) == 3
+
+        # Unknown policy: 422 naming the field, nothing fired.
+        bad = app.post({"from": FROM, "to": hours(5), "reprocess": "everything"})
+        assert bad.status_code == 422 and "reprocess" in bad.json()["detail"]
+
+        # reprocess=failed runs the failed slot 2 (it fails again: the app fails it always)
+        # and the two with nothing recorded; the succeeded ones are kept.
+        events = app.stream({"from": FROM, "to": hours(5), "reprocess": "failed"})
+        summary = events[-1]
+        assert summary["event"] == "summary"
+        assert (summary["fired"], summary["failed"], summary["kept"], summary["toRun"]) == (
+            3,
+            1,
+            2,
+            3,
+        )
+        seen = [datetime.fromisoformat(s["scheduledAt"]) for s in handler_log(app.log)[3:]]
+        assert seen == [slot(2), slot(4), slot(5)]
+        assert len(ledger(app.url)) == 6

@@ -124,7 +124,9 @@ async def test_a_failing_slot_is_recorded_and_the_next_still_fires(sqlite_url: s
     assert len({c.run_id for c in handler.contexts}) == 5
 
 
-async def test_already_succeeded_slots_are_counted_and_run_again(sqlite_url: str) -> None:
+async def test_already_succeeded_slots_are_counted_and_run_again_only_under_all(
+    sqlite_url: str,
+) -> None:
     handler = Recorder()
     async with scheduling(sqlite_url, handler).run(arm=False) as s:
         assert s.store is not None
@@ -139,11 +141,16 @@ async def test_already_succeeded_slots_are_counted_and_run_again(sqlite_url: str
             ]
         )
         with pytest.raises(BackfillRefusedError) as info:
-            await s.backfill("hourly-sync", FROM, hours(30))
+            await s.backfill("hourly-sync", FROM, hours(30), reprocess="all")
         assert info.value.already_succeeded == 2
         assert "2 of them already succeeded and would run again" in str(info.value)
-        summary = await s.backfill("hourly-sync", FROM, hours(5))
-    assert summary.already_succeeded == 2 and summary.fired == 5
+        # The default (reprocess="none"): the two that succeeded are counted, not run.
+        kept = await s.backfill("hourly-sync", FROM, hours(5))
+        assert (kept.already_succeeded, kept.fired, kept.kept) == (2, 3, 2)
+        assert [c.scheduled_at for c in handler.contexts] == [slot(1), slot(3), slot(5)]
+        summary = await s.backfill("hourly-sync", FROM, hours(5), reprocess="all")
+    # every slot succeeded by now, and all five run again
+    assert summary.already_succeeded == 5 and summary.fired == 5
 
 
 @pytest.mark.parametrize(
@@ -185,7 +192,7 @@ async def test_two_ranges_of_one_schedule_never_interleave(sqlite_url: str) -> N
         release.set()
     # The lock was released: the next range runs.
     async with s.run(arm=False):
-        summary = await s.backfill("hourly-sync", FROM, hours(1))
+        summary = await s.backfill("hourly-sync", FROM, hours(1), reprocess="all")
     assert summary.fired == 1
 
 

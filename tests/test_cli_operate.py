@@ -94,6 +94,28 @@ def exercise(run: object) -> None:
     code, out, _ = go("resume", "ok")
     assert code == 0 and out.strip() == "ok: was not paused"
 
+    # Every schedule at once: a window with an end, shown above the listing; Run now refused
+    # with the remedy; resume --all ends it.
+    until = (datetime.now(UTC) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, out, err = go("pause", "--all", "--until", until, "--reason", "db upgrade")
+    assert code == 0 and out.startswith("every schedule: paused since"), (out, err)
+    assert f"until {until[:19]}" in out
+    code, out, _ = go("list")
+    assert code == 0 and "every schedule paused since" in out and "db upgrade" in out
+    code, out, _ = go("list", "--json")
+    assert json.loads(out)["pauseAll"]["until"].startswith(until[:19])
+    assert all(s["paused"] and s["pause"]["everySchedule"] for s in json.loads(out)["schedules"])
+    code, out, err = go("fire", "ok")
+    assert code == 1 and "paused with every schedule" in err and "resume --all" in err
+    code, out, _ = go("resume", "--all")
+    assert code == 0 and out.strip() == "every schedule: resumed"
+    code, out, _ = go("resume", "--all")
+    assert code == 0 and out.strip() == "every schedule: was not paused"
+    code, _, err = go("pause", "ok", "--all")
+    assert code == 2 and "NAME or --all" in err
+    code, _, err = go("pause", "--all", "--until", "2020-01-01T00:00:00Z")
+    assert code == 2 and "is not after now" in err
+
     code, out, _ = go("next", "berlin", "--count", "3", "--json")
     assert code == 0
     body = json.loads(out)

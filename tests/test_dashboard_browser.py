@@ -558,3 +558,55 @@ def drive_runtime(driver: Any, server: Server, artifacts: Path) -> None:
     )
     assert overflow <= 0, f"the form scrolls sideways on a phone by {overflow}px"
     driver.save_screenshot(str(artifacts / "runtime-form-phone.png"))
+
+
+# ---- every schedule paused at once: the banner ----------------------------------------------
+
+
+def test_pause_all_banner_and_resume_all(server: Server, artifacts: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    until = (datetime.now().astimezone() + timedelta(hours=1)).isoformat(timespec="seconds")
+    paused = httpx.post(
+        f"{server.url}/_voltro/inspect/pause-all",
+        headers=auth,
+        json={"reason": "db upgrade", "until": until},
+        timeout=HANG,
+    )
+    assert paused.status_code == 200, paused.text
+    with chromium(1280, 900) as driver:
+        try:
+            # The read-only role sees the banner, without the button.
+            sign_in(driver, server.url, READER)
+            banner = driver.find_element(By.ID, "pause-all")
+            wait_for("the banner", banner.is_displayed)
+            text = driver.find_element(By.ID, "pause-all-text").text
+            assert text.startswith("Every schedule is paused by the operator token"), text
+            assert "“db upgrade”" in text and "then resumes itself" in text, text
+            assert driver.find_elements(By.ID, "resume-all") == []
+            sign_out(driver)
+
+            sign_in(driver, server.url, OPERATOR)
+            wait_for("the banner", driver.find_element(By.ID, "pause-all").is_displayed)
+            heartbeat = card(driver, "heartbeat")
+            note = heartbeat.find_element(By.CSS_SELECTOR, ".paused-note").text
+            assert note.startswith("Paused with every schedule"), note
+            # Its own Resume would change nothing: the banner's button does.
+            assert not heartbeat.find_element(By.CSS_SELECTOR, "[data-action=resume]").is_enabled()
+            driver.save_screenshot(str(artifacts / "dashboard-pause-all.png"))
+            click(driver, driver.find_element(By.ID, "resume-all"))
+            wait_for(
+                "the banner gone",
+                lambda: not driver.find_element(By.ID, "pause-all").is_displayed(),
+            )
+            wait_for(
+                "heartbeat resumed",
+                lambda: card(driver, "heartbeat").find_element(
+                    By.CSS_SELECTOR, "[data-action=pause]"
+                ),
+            )
+        except BaseException:
+            driver.save_screenshot(str(artifacts / "pause-all-failure.png"))
+            raise
+    assert inspect(server).json()["pauseAll"] is None

@@ -66,7 +66,7 @@ async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
             "paused": True,
             "changed": True,
             "pause": {"pausedAt": "2026-06-01T12:01:00.000Z", "pausedBy": "operator",
-                      "reason": "INC-42"},
+                      "reason": "INC-42", "everySchedule": False, "until": None},
             "resumedAt": None,
         }  # fmt: skip
         again = await client.post(f"{BASE}/minutely/pause", headers=AUTH)
@@ -76,7 +76,8 @@ async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
         entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
         assert entry["paused"] is True and entry["nextFiring"] is None
         assert entry["pause"] == {"pausedAt": "2026-06-01T12:01:00.000Z",
-                                  "pausedBy": "operator", "reason": "INC-42"}  # fmt: skip
+                                  "pausedBy": "operator", "reason": "INC-42",
+                                  "everySchedule": False, "until": None}  # fmt: skip
 
         for minute in (2, 3, 4, 5):
             await move(clock, at(minute))

@@ -94,6 +94,11 @@ ROUTES = (
           "/_voltro/inspect/schedules/tenant.matrix", frozenset({200, 201}), PUT_BODY),
     Route("DELETE", "/_voltro/inspect/schedules/{name}", "operator",
           "/_voltro/inspect/schedules/tenant.matrix", frozenset({204, 404})),
+    # every schedule at once, then all again (what follows must fire)
+    Route("POST", "/_voltro/inspect/pause-all", "operator",
+          "/_voltro/inspect/pause-all", frozenset({200}), {"reason": "matrix"}),
+    Route("POST", "/_voltro/inspect/resume-all", "operator",
+          "/_voltro/inspect/resume-all", frozenset({200})),
     # last: pause then resume, so the schedule is running again for whatever follows
     Route("POST", "/_voltro/inspect/schedules/{name}/pause", "operator",
           "/_voltro/inspect/schedules/selfJob/pause", frozenset({200}), {"reason": "matrix"}),

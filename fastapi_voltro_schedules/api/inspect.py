@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..backfill import RangeSummary, parse_instant
+from ..backfill import RangePlan, RangeSummary, parse_instant
 from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
@@ -23,6 +23,7 @@ from ..errors import (
     BackfillRequestError,
     BackfillStoppedError,
     InvalidQueryError,
+    PauseRequestError,
     PayloadTooLargeError,
     ScheduleNotFoundError,
     SchedulePausedError,
@@ -45,6 +46,8 @@ from .inspect_models import (
     BackfillRequest,
     FireAnswer,
     InspectRunView,
+    PauseAllAnswer,
+    PauseAllRequest,
     PauseAnswer,
     PauseRequest,
     PauseView,
@@ -82,11 +85,13 @@ async def list_schedules(request: Request) -> ScheduleList:
     last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
+    fleet = pauses.fleet()
     return ScheduleList(
         coordination=scheduling.effective_coordination.value,
         replica_id=scheduling.config.replica_id,
         fires_here=scheduling.fires_here,
         now=iso_z(now),
+        pause_all=None if fleet is None else PauseView.of(fleet),
         schedules=[
             schedule_view(scheduling, s, last.get(s.name), pauses, now)
             for s in scheduling.schedules
@@ -224,9 +229,13 @@ async def fire(name: str, request: Request) -> FireAnswer:
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/backfill",
-    summary="Range backfill: every occurrence in (from, to], in order, as manual runs",
+    summary="Range backfill: the occurrences in (from, to] `reprocess` says, in order, as "
+    "manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
-    "ranges stream NDJSON: one `progress` line per slot, then a `summary` line. The body is "
+    "ranges stream NDJSON: one `progress` line per slot fired, then a `summary` line. "
+    "`reprocess` (none|failed|all, default none) says which slots that already have an "
+    "outcome run again; `dryRun: true` answers one JSON object listing each slot with its "
+    "current status, and writes nothing. The body is "
     f"at most {MAX_BODY_BYTES:,} bytes (413 above).",
     openapi_extra={
         "requestBody": {
@@ -246,12 +255,13 @@ async def fire(name: str, request: Request) -> FireAnswer:
             SchedulerNotRunningError,
         ),
         200: {
-            "description": "NDJSON stream of progress lines, then a summary line",
-            "content": {"application/x-ndjson": {}},
+            "description": "NDJSON stream of progress lines, then a summary line (a dry "
+            "run: one JSON object)",
+            "content": {"application/x-ndjson": {}, "application/json": {}},
         },
     },
 )
-async def backfill(name: str, request: Request) -> StreamingResponse:
+async def backfill(name: str, request: Request) -> Response:
     # The body is read here, after the router's token dependency ran: FastAPI reads a declared
     # body parameter before any dependency, so unauthenticated posts were parsed whole.
     scheduling = scheduling_of(request)
@@ -259,8 +269,16 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
     body = backfill_request(await read_body(request))
     # Every refusal (a range of this schedule already running too) answers here, up front.
     plan = await scheduling.plan_backfill(
-        name, body.start, body.end, confirm=body.confirm, limit=body.limit
+        name,
+        body.start,
+        body.end,
+        confirm=body.confirm,
+        limit=body.limit,
+        reprocess=body.reprocess,
+        dry_run=body.dry_run,
     )
+    if plan.dry_run:
+        return JSONResponse(dry_run_answer(plan))
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=16)
     gone = anyio.Event()
 
@@ -320,7 +338,7 @@ async def pause(
     name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
 ) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    before = (await scheduling.current_pauses()).get(name)
+    before = (await scheduling.current_pauses()).own(name)
     reason = None if body is None else body.reason
     record = await scheduling.pause(name, by=role.value, reason=reason)
     changed = before is None or not before.active
@@ -339,11 +357,70 @@ async def pause(
 )
 async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
     scheduling = scheduling_of(request)
-    before = (await scheduling.current_pauses()).get(name)
+    before = (await scheduling.current_pauses()).own(name)
     record = await scheduling.resume(name, by=role.value)
     changed = before is not None and before.active
     resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
     return PauseAnswer(name=name, paused=False, changed=changed, pause=None, resumed_at=resumed_at)
+
+
+PAUSE_ALL_PATH = "/_voltro/inspect/pause-all"
+RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
+
+
+@router.post(
+    PAUSE_ALL_PATH,
+    summary="Pause every schedule on every replica (a maintenance window)",
+    description="Every schedule — run-time ones written during the window too — fires nothing "
+    "and records nothing until resume-all, or until `until` (after which every replica fires "
+    "again by itself; a slot at exactly `until` is inside the window). Nothing inside the "
+    "window is replayed. Run now and range backfills answer 409 paused meanwhile. Idempotent: "
+    "a window in force keeps its who/when/why and takes the new `until`. Schedules paused on "
+    "their own stay paused after it.",
+    response_model=PauseAllAnswer,
+    responses=error_responses(PauseRequestError, StoreUnavailableError),
+)
+async def pause_all(
+    request: Request, role: OperatorRole, body: PauseAllRequest | None = None
+) -> PauseAllAnswer:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)  # 503 when stopped
+    until: datetime | None = None
+    if body is not None and body.until is not None:
+        try:
+            until = parse_instant(body.until, "until")
+        except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
+            raise PauseRequestError(str(error)) from None
+    before = (await scheduling.current_pauses()).fleet()
+    reason = None if body is None else body.reason
+    record = await scheduling.pause_all(by=role.value, reason=reason, until=until)
+    fleet = (await scheduling.current_pauses()).fleet()
+    return PauseAllAnswer(
+        paused=fleet is not None,
+        changed=before is None,
+        pause=PauseView.of(fleet if fleet is not None else record),
+        resumed_at=None,
+    )
+
+
+@router.post(
+    RESUME_ALL_PATH,
+    summary="End the fleet-wide pause: every schedule fires from its next occurrence",
+    description="The window is not caught up: neither the live timer nor the boot backfill nor "
+    "the external missed policy replays or records it. Schedules paused on their own stay "
+    "paused.",
+    response_model=PauseAllAnswer,
+    responses=error_responses(StoreUnavailableError),
+)
+async def resume_all(request: Request, role: OperatorRole) -> PauseAllAnswer:
+    scheduling = scheduling_of(request)
+    engine_of(scheduling)
+    before = (await scheduling.current_pauses()).fleet()
+    record = await scheduling.resume_all(by=role.value)
+    resumed_at = None if record is None or record.resumed_at is None else iso_z(record.resumed_at)
+    return PauseAllAnswer(
+        paused=False, changed=before is not None, pause=None, resumed_at=resumed_at
+    )
 
 
 def _error_event(error: VoltroError) -> dict[str, Any]:
@@ -365,6 +442,35 @@ def _summary(summary: RangeSummary) -> dict[str, Any]:
         "fired": summary.fired,
         "succeeded": summary.succeeded,
         "failed": summary.failed,
+        "reprocess": summary.reprocess.value,
+        "toRun": summary.to_run,
+        "kept": summary.kept,
+        "taken": summary.taken,
+    }
+
+
+def dry_run_answer(plan: RangePlan) -> dict[str, Any]:
+    """A dry run's answer: the range, and each slot with its current status and action."""
+    return {
+        "name": plan.schedule,
+        "dryRun": True,
+        "from": iso_z(plan.start),
+        "to": iso_z(plan.end),
+        "reprocess": plan.reprocess.value,
+        "count": plan.count,
+        "alreadySucceeded": plan.already_succeeded,
+        "toRun": plan.to_run,
+        "kept": plan.kept,
+        "slots": [
+            {
+                "scheduledAt": iso_z(state.slot),
+                "status": None if state.status is None else state.status.value,
+                "action": state.action.value,
+                "runId": None if state.current is None else state.current.id,
+                "rows": state.rows,
+            }
+            for state in plan.states
+        ],
     }
 
 

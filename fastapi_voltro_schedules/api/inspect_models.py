@@ -23,7 +23,7 @@ from ..clock import iso_z
 from ..enums import RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
-from ..records import DefinitionRecord, PauseRecord, RunRecord
+from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RunRecord
 from .edge import StorableText
 from .trigger import RUN_ID_RE, RunView
 
@@ -70,9 +70,20 @@ class BackfillRequest(BaseModel):
         description="ISO-8601 instant with a zone; inclusive.",
         json_schema_extra={"format": "date-time"},
     )
-    confirm: bool = Field(default=False, description="Required above 25 occurrences.")
+    confirm: bool = Field(default=False, description="Required above 25 slots to run.")
     limit: int | None = Field(
         default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
+    )
+    reprocess: Literal["none", "failed", "all"] = Field(
+        default="none",
+        description="Which slots that already have an outcome run again: none (only slots "
+        "with nothing recorded run), failed (also failed and missed ones), all (every slot).",
+    )
+    dry_run: bool = Field(
+        default=False,
+        alias="dryRun",
+        description="List each slot with its current status and what would happen; fire "
+        "nothing, write nothing (answers one JSON object, not a stream).",
     )
 
 
@@ -92,17 +103,47 @@ class PauseRequest(BaseModel):
     )
 
 
+class PauseAllRequest(BaseModel):
+    """``POST /_voltro/inspect/pause-all`` (the body is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: StorableText | None = Field(
+        default=None,
+        max_length=MAX_REASON_LENGTH,
+        description="Why, for the listing and the dashboard's banner (e.g. a ticket).",
+    )
+    until: str | None = Field(
+        default=None,
+        description="ISO-8601 instant with a zone, after now: every schedule resumes by itself "
+        "after it (a slot at exactly `until` is inside the window). Omitted: until resumed.",
+        json_schema_extra={"format": "date-time"},
+    )
+
+
 class PauseView(_Camel):
     """Who paused a schedule, when and why."""
 
     paused_at: str
     paused_by: str = Field(description="The role of the token that paused it (operator).")
     reason: str | None
+    every_schedule: bool = Field(
+        default=False,
+        description="True: the fleet-wide pause holds it (every schedule paused at once).",
+    )
+    until: str | None = Field(
+        default=None,
+        description="When the fleet-wide pause resumes by itself (null: until resumed).",
+    )
 
     @classmethod
     def of(cls, record: PauseRecord) -> PauseView:
         return cls(
-            paused_at=iso_z(record.paused_at), paused_by=record.paused_by, reason=record.reason
+            paused_at=iso_z(record.paused_at),
+            paused_by=record.paused_by,
+            reason=record.reason,
+            every_schedule=record.name == ALL_SCHEDULES,
+            until=None if record.until is None else iso_z(record.until),
         )
 
 
@@ -204,7 +245,24 @@ class ScheduleList(_Camel):
         "shared SQLite file: they serve the routes, another process fires)."
     )
     now: str = Field(description="The answering replica's clock (for countdowns).")
+    pause_all: PauseView | None = Field(
+        default=None,
+        description="The fleet-wide pause in force (every schedule paused at once: who, "
+        "since, why, until), or null.",
+    )
     schedules: list[ScheduleView]
+
+
+class PauseAllAnswer(_Camel):
+    """What pause-all and resume-all answer."""
+
+    paused: bool = Field(description="Whether every schedule is paused after this call.")
+    changed: bool = Field(
+        description="False when it already was in that state (pause-all: a window in force, "
+        "whose `until` this call set)."
+    )
+    pause: PauseView | None = Field(description="The pause in force (null once resumed).")
+    resumed_at: str | None = Field(description="When it was resumed (resume-all only).")
 
 
 class RunPage(_Camel):
@@ -332,7 +390,8 @@ def backfill_request(raw: bytes) -> BackfillRequest:
             problems.append(f"{where}: {shown(item['msg'], 200)}{got}")
         raise BackfillRequestError(
             "invalid backfill request — " + "; ".join(problems) + " — send a JSON object "
-            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int}'
+            '{"from": ISO, "to": ISO, "confirm": bool, "limit": int, '
+            '"reprocess": "none"|"failed"|"all", "dryRun": bool}'
         ) from None
 
 
@@ -340,6 +399,8 @@ __all__ = [
     "BackfillRequest",
     "FireAnswer",
     "InspectRunView",
+    "PauseAllAnswer",
+    "PauseAllRequest",
     "PauseAnswer",
     "PauseRequest",
     "PauseView",

@@ -15,6 +15,7 @@ import typer
 from .. import devtokens
 from ..backfill import RangeSummary
 from ..clock import iso_z
+from ..enums import Reprocess
 from ..migrations import redact_url
 from .common import CliError, _scrub, find_scheduling, schedule_app
 from .serve import validate_app_spec
@@ -38,6 +39,8 @@ EXIT_REFUSED = 4
 EXIT_SLOTS_FAILED = 5
 """The range ran to the end but at least one slot failed (each is recorded ``failed``)."""
 
+REPROCESS_CHOICES = tuple(r.value for r in Reprocess)
+
 REFUSAL_EXIT = {
     "needs-confirmation": EXIT_NEEDS_CONFIRMATION,
     "over-limit": EXIT_REFUSED,
@@ -51,6 +54,11 @@ BACKFILL_HELP = (
     "it asks first (on a terminal) or refuses with the count (exit 3) — pass --yes after "
     "reading the number. Above --limit (default 1000, at most 10000) it refuses outright, "
     "firing nothing (exit 4); so does a second range of a schedule while one runs.\n\n"
+    "--reprocess says which slots that already have an outcome run again: none (the "
+    "default: only slots with nothing recorded run), failed (also failed and missed ones), "
+    "all (every slot). A slot run again gets a new manual row; its earlier rows stay. "
+    "--dry-run lists each slot with its current status and what would happen, and writes "
+    "nothing (exit 0).\n\n"
     "With --url it asks a running app (POST /_voltro/inspect/schedules/NAME/backfill, with "
     "the inspect token); without, it imports --app and runs the range in this process "
     "against the app's database (its Scheduling's config: VOLTRO_DATABASE_URL applies).\n\n"
@@ -83,12 +91,13 @@ class _Reporter:
         self._bar: Any = None
         self._task: Any = None
 
-    def begin(self, count: int, already_succeeded: int) -> None:
-        self.count = count
+    def begin(self, count: int, already_succeeded: int, to_run: int, reprocess: str) -> None:
+        self.count = to_run
+        again = "they run again" if reprocess == "all" else "not run again"
         _say(
             f'"{self.name}" — {count:,} occurrence{"" if count == 1 else "s"} in '
-            f"({self.start}, {self.end}], {already_succeeded:,} already succeeded (they run "
-            "again); firing in order"
+            f"({self.start}, {self.end}], {already_succeeded:,} already succeeded ({again}); "
+            f"reprocess={reprocess}: firing {to_run:,} in order"
         )
         if _progress_bar_wanted():
             from rich.console import Console
@@ -109,7 +118,7 @@ class _Reporter:
                 console=Console(stderr=True),
             )
             self._bar.start()
-            self._task = self._bar.add_task(self.name, total=count, succeeded=0, failed=0)
+            self._task = self._bar.add_task(self.name, total=to_run, succeeded=0, failed=0)
 
     def update(self, fired: int, succeeded: int, failed: int, slot: str | None = None) -> None:
         if failed > self._failed:
@@ -130,12 +139,19 @@ class _Reporter:
             self._bar.stop()
             self._bar = None
 
-    def finish(self, fired: int, succeeded: int, failed: int, already_succeeded: int) -> int:
+    def finish(
+        self, fired: int, succeeded: int, failed: int, already_succeeded: int, taken: int = 0
+    ) -> int:
         self.close()
         typer.echo(
             f'voltro schedule backfill: "{self.name}" fired={fired} succeeded={succeeded} '
             f"failed={failed} (alreadySucceeded={already_succeeded})"
         )
+        if taken:
+            _say(
+                f"{taken} slot{'' if taken == 1 else 's'} ran elsewhere first (another backfill "
+                "or the schedule's own firing won the claim): not run again here"
+            )
         if failed:
             _say(
                 f"{failed} of {fired} slots failed (see the trigger=manual runs in "
@@ -145,16 +161,33 @@ class _Reporter:
         return EXIT_OK
 
 
-def _ask(name: str, start: str, end: str, count: int, already_succeeded: int) -> bool:
+def _ask(
+    name: str, start: str, end: str, count: int, already_succeeded: int, reprocess: str
+) -> bool:
     """On a terminal, show the count and ask; ``False`` when declined or not a terminal."""
     if not _interactive():
         return False
+    again = "would run again" if reprocess == "all" else "are not run again"
     return typer.confirm(
         f'"{name}" has {count:,} occurrences in ({start}, {end}] ({already_succeeded:,} of '
-        f"them already succeeded and would run again). Fire all {count:,}?",
+        f"them already succeeded and {again}; reprocess={reprocess}). Fire them?",
         default=False,
         err=True,
     )
+
+
+def _print_dry_run(answer: dict[str, Any]) -> int:
+    """A dry run's answer (the route's JSON) as a table on stdout; exit 0."""
+    typer.echo(
+        f'"{answer["name"]}" ({answer["from"]}, {answer["to"]}] reprocess={answer["reprocess"]}:'
+        f" {answer['count']} occurrences, {answer['toRun']} would run, {answer['kept']} kept"
+        f" (alreadySucceeded={answer['alreadySucceeded']}) — dry run, nothing fired"
+    )
+    for slot in answer["slots"]:
+        status = slot["status"] or "-"
+        rows = f"  rows={slot['rows']}" if slot["rows"] > 1 else ""
+        typer.echo(f"{slot['scheduledAt']}  {status:<9}  {slot['action']}{rows}")
+    return EXIT_OK
 
 
 def _declined() -> int:
@@ -201,7 +234,12 @@ def _consume(response: httpx.Response, reporter: _Reporter) -> int:
             event = json.loads(raw)
             kind = event.get("event")
             if kind in ("progress", "summary") and not started:
-                reporter.begin(int(event["count"]), int(event["alreadySucceeded"]))
+                reporter.begin(
+                    int(event["count"]),
+                    int(event["alreadySucceeded"]),
+                    int(event.get("toRun", event["count"])),
+                    str(event.get("reprocess", "none")),
+                )
                 started = True
             if kind == "progress":
                 reporter.update(int(event["fired"]), int(event["succeeded"]), int(event["failed"]))
@@ -211,6 +249,7 @@ def _consume(response: httpx.Response, reporter: _Reporter) -> int:
                     int(event["succeeded"]),
                     int(event["failed"]),
                     int(event["alreadySucceeded"]),
+                    int(event.get("taken", 0)),
                 )
             elif kind == "error":
                 reporter.close()
@@ -231,6 +270,8 @@ def _http_backfill(
     *,
     yes: bool,
     limit: int | None,
+    reprocess: str = "none",
+    dry_run: bool = False,
 ) -> int:
     endpoint = f"{url.rstrip('/')}/_voltro/inspect/schedules/{quote(name, safe='')}/backfill"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -242,8 +283,14 @@ def _http_backfill(
             body: dict[str, Any] = {"from": start, "to": end, "confirm": confirm}
             if limit is not None:
                 body["limit"] = limit
+            body["reprocess"] = reprocess
+            if dry_run:
+                body["dryRun"] = True
             try:
                 with client.stream("POST", endpoint, json=body, headers=headers) as response:
+                    if response.status_code == 200 and dry_run:
+                        response.read()
+                        return _print_dry_run(response.json())
                     if response.status_code == 200:
                         return _consume(response, reporter)
                     response.read()
@@ -261,7 +308,7 @@ def _http_backfill(
                     int(error.get("count") or 0),
                     int(error.get("alreadySucceeded") or 0),
                 )
-                if not _ask(name, start, end, count, already):
+                if not _ask(name, start, end, count, already, reprocess):
                     return _declined()
                 confirm = True
                 continue
@@ -281,9 +328,12 @@ async def _direct_backfill(
     *,
     yes: bool,
     limit: int | None,
+    reprocess: str = "none",
+    dry_run: bool = False,
 ) -> int:
     from fastapi import FastAPI
 
+    from ..api.inspect import dry_run_answer
     from ..errors import (
         BackfillRefusedError,
         BackfillRequestError,
@@ -294,26 +344,36 @@ async def _direct_backfill(
     reporter = _Reporter(name, start, end)
     try:
         async with scheduling.run(target if isinstance(target, FastAPI) else None, arm=False):
+            options: dict[str, Any] = {"limit": limit, "reprocess": reprocess}
             try:
-                plan = await scheduling.plan_backfill(name, start, end, confirm=yes, limit=limit)
+                plan = await scheduling.plan_backfill(
+                    name, start, end, confirm=yes, dry_run=dry_run, **options
+                )
             except BackfillRefusedError as refusal:
                 if refusal.reason != "needs-confirmation" or not _interactive():
                     raise
-                if not _ask(name, start, end, refusal.count or 0, refusal.already_succeeded or 0):
+                count, already = refusal.count or 0, refusal.already_succeeded or 0
+                if not _ask(name, start, end, count, already, reprocess):
                     return _declined()
-                plan = await scheduling.plan_backfill(name, start, end, confirm=True, limit=limit)
-            reporter.begin(plan.count, plan.already_succeeded)
-            slots = plan.slots
+                plan = await scheduling.plan_backfill(name, start, end, confirm=True, **options)
+            if plan.dry_run:
+                return _print_dry_run(dry_run_answer(plan))
+            reporter.begin(plan.count, plan.already_succeeded, plan.to_run, plan.reprocess.value)
+            slots = [state.slot for state in plan.firing]
 
             def progress(summary: RangeSummary) -> None:
-                index = summary.fired - 1
+                index = summary.fired + summary.taken - 1
                 slot = iso_z(slots[index]) if 0 <= index < len(slots) else None
                 reporter.update(summary.fired, summary.succeeded, summary.failed, slot)
 
             # The plan shown is the plan fired, as the HTTP route does: not planned again.
             summary = await scheduling.run_backfill(plan, progress=progress)
             return reporter.finish(
-                summary.fired, summary.succeeded, summary.failed, summary.already_succeeded
+                summary.fired,
+                summary.succeeded,
+                summary.failed,
+                summary.already_succeeded,
+                summary.taken,
             )
     except BackfillRefusedError as refusal:
         reporter.close()
@@ -353,6 +413,22 @@ def schedule_backfill(
             "--limit", help="Refuse above this many occurrences (default 1000, at most 10000)."
         ),
     ] = None,
+    reprocess: Annotated[
+        str,
+        typer.Option(
+            "--reprocess",
+            help="Which slots that already have an outcome run again: none (only slots with "
+            "nothing recorded), failed (also failed and missed ones), all (every slot).",
+        ),
+    ] = "none",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="List each slot with its current status and what would happen; fire and "
+            "write nothing.",
+        ),
+    ] = False,
     url: Annotated[
         str | None,
         typer.Option(
@@ -382,8 +458,16 @@ def schedule_backfill(
     ] = None,
 ) -> None:
     """``voltro schedule backfill`` (help text: :data:`BACKFILL_HELP`)."""
+    if reprocess not in REPROCESS_CHOICES:
+        _say(
+            f"--reprocess {reprocess!r} is not one of {', '.join(REPROCESS_CHOICES)} — none "
+            "runs only the slots with nothing recorded, failed also re-runs failed and missed "
+            "ones, all re-runs every slot"
+        )
+        raise typer.Exit(code=EXIT_BAD_INPUT)
+    options: dict[str, Any] = {"yes": yes, "limit": limit, "reprocess": reprocess}
     if url:
-        code = _http_backfill(url, token, name, start, end, yes=yes, limit=limit)
+        code = _http_backfill(url, token, name, start, end, dry_run=dry_run, **options)
         raise typer.Exit(code=code)
     if not app_spec:
         _say("give --url http://host:port (a running app) or --app module:attribute")
@@ -396,7 +480,7 @@ def schedule_backfill(
     database = scheduling.config.database_url
     try:
         code = asyncio.run(
-            _direct_backfill(scheduling, target, name, start, end, yes=yes, limit=limit)
+            _direct_backfill(scheduling, target, name, start, end, dry_run=dry_run, **options)
         )
     except Exception as exc:
         _say(

@@ -1,4 +1,5 @@
-"""The operator's verbs: ``voltro schedule list|runs|fire|next|pause|resume``.
+"""The operator's verbs: ``voltro schedule list|runs|fire|next|pause|resume`` (``pause --all
+[--until ISO]`` / ``resume --all``: every schedule at once).
 
 Each verb talks to the inspect API, either of a running app (``--url`` + ``--token``, default
 ``$VOLTRO_INSPECT_TOKEN``) or of the app imported in this process (``--app module:app``): the
@@ -181,6 +182,14 @@ def list_command(app: AppOpt = None, url: UrlOpt = None, token: TokenOpt = None,
         _print_json(body)
         return
     now = datetime.fromisoformat(body["now"])
+    fleet = body.get("pauseAll")
+    if fleet is not None:
+        typer.echo(
+            f"every schedule paused since {fleet['pausedAt']} by {fleet['pausedBy']}"
+            + (f": {fleet['reason']}" if fleet["reason"] else "")
+            + (f" — until {fleet['until']}" if fleet["until"] else " — until resumed")
+            + " (voltro schedule resume --all)"
+        )
     table = Table(title=f"schedules — coordination {body['coordination']}")
     for column in ("name", "cron", "zone", "trigger", "next", "last", "paused"):
         table.add_column(column)
@@ -364,19 +373,56 @@ def next_command(
 # ------------------------------------------------------------------------- pause / resume
 
 
+PAUSE_ALL = "/_voltro/inspect/pause-all"
+RESUME_ALL = "/_voltro/inspect/resume-all"
+AllOpt = Annotated[
+    bool,
+    typer.Option("--all", help="Every schedule at once (a maintenance window), instead of NAME."),
+]
+
+
+def _one_or_all(name: str | None, every: bool, verb: str) -> None:
+    if (name is not None) != every:  # exactly one of them
+        return
+    raise typer.BadParameter(
+        f"give NAME or --all, not both — `voltro schedule {verb} NAME` for one schedule, "
+        f"`voltro schedule {verb} --all` for every schedule",
+        param_hint="NAME / --all",
+    )
+
+
 @schedule_app.command("pause")
 def pause_command(
-    name: Annotated[str, typer.Argument(help="The schedule.")],
+    name: Annotated[str | None, typer.Argument(help="The schedule (or --all).")] = None,
+    every: AllOpt = False,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="With --all: resume by itself after this ISO-8601 instant (with a zone); "
+            "without it, until `resume --all`.",
+        ),
+    ] = None,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (shown in listings).")] = None,
     app: AppOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pause NAME on every replica: nothing fires or is recorded until resumed."""
+    """Pause NAME (or --all: every schedule) on every replica: nothing fires or is recorded
+    until resumed (or, with --all --until, until that instant)."""
+    _one_or_all(name, every, "pause")
+    if until is not None and not every:
+        raise typer.BadParameter("--until goes with --all", param_hint="--until")
 
     async def go() -> Any:
         async with connect(app, url, token) as api:
+            if every:
+                body: dict[str, Any] = {"reason": reason}
+                if until is not None:
+                    body["until"] = until
+                return await api.call("POST", PAUSE_ALL, json=body)
+            assert name is not None
             return await api.call(
                 "POST", f"{INSPECT}/{quote(name, safe='')}/pause", json={"reason": reason}
             )
@@ -387,25 +433,36 @@ def pause_command(
         return
     pause = body["pause"]
     state = "paused" if body["changed"] else "already paused"
-    typer.echo(f"{name}: {state} since {pause['pausedAt']} by {pause['pausedBy']}")
+    who = "every schedule" if every else name
+    ends = ""
+    if every:
+        ends = f", until {pause['until']}" if pause.get("until") else ", until resumed"
+    typer.echo(f"{who}: {state} since {pause['pausedAt']} by {pause['pausedBy']}{ends}")
 
 
 @schedule_app.command("resume")
 def resume_command(
-    name: Annotated[str, typer.Argument(help="The schedule.")],
+    name: Annotated[str | None, typer.Argument(help="The schedule (or --all).")] = None,
+    every: AllOpt = False,
     app: AppOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Resume NAME from its next occurrence (the paused span is not caught up)."""
+    """Resume NAME (or --all: end the fleet-wide pause) from the next occurrence (the paused
+    span is not caught up; with --all, schedules paused on their own stay paused)."""
+    _one_or_all(name, every, "resume")
 
     async def go() -> Any:
         async with connect(app, url, token) as api:
+            if every:
+                return await api.call("POST", RESUME_ALL)
+            assert name is not None
             return await api.call("POST", f"{INSPECT}/{quote(name, safe='')}/resume")
 
     body = _run(go())
     if as_json:
         _print_json(body)
         return
-    typer.echo(f"{name}: resumed" if body["changed"] else f"{name}: was not paused")
+    who = "every schedule" if every else name
+    typer.echo(f"{who}: resumed" if body["changed"] else f"{who}: was not paused")

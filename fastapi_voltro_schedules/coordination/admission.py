@@ -109,6 +109,7 @@ class Admitter:
         *,
         fallback: bool = False,
         owed: bool = False,
+        claim: str | None = None,
     ) -> Admission:
         """Decide one firing and write the row that records the decision (``running``,
         ``skipped`` or ``queued``). A manual firing (Run now, range backfill) always runs:
@@ -126,12 +127,19 @@ class Admitter:
         joins the schedule's line whatever its ``on_overlap``: a ``skip`` must not drop an
         owed slot because the one before still runs (two replicas catching up together split
         the slots), and its ``queued`` row is the durable record that it is still owed (a
-        crash resumes it, see :meth:`resume`)."""
+        crash resumes it, see :meth:`resume`).
+
+        ``claim`` (a range backfill's step): the manual firing runs only if it wins this
+        claims key, taken with its row in one transaction — the slot's own key for a slot with
+        nothing recorded, a re-run's key for a slot run again — so of range backfills (and
+        clock-driven firings, for a slot with nothing recorded) going for one slot at once one
+        runs it. ``LOST``: another did."""
         if trigger is Trigger.MANUAL:
             outcome = CoordinationOutcome.NONE
-            return await self._run(
-                schedule, self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
-            )
+            row = self.row(schedule, slot, RunStatus.RUNNING, trigger, outcome, run_id)
+            if claim is not None:
+                return await self._run_claimed(row, claim)
+            return await self._run(schedule, row)
         await self.pauses.current()
         if self.pauses.holds(schedule.name, slot):
             return Admission(Verdict.PAUSED)
@@ -176,6 +184,27 @@ class Admitter:
             )
             self._hole(schedule, run.scheduled_at, run.trigger, run.coordination_outcome)
             return Admission(Verdict.UNAVAILABLE)
+        self.inflight.add(run)
+        return Admission(Verdict.RUN, run)
+
+    async def _run_claimed(self, run: RunRecord, key: str) -> Admission:
+        """Write ``run``'s row with the claim ``key``, in one transaction; ``RUN`` iff this
+        call won it. A failed write is ``UNAVAILABLE`` and leaves no hole to repair: the caller
+        (the range step) retries it under the same run id, and finds its row if it landed."""
+        try:
+            written = await self.store.claim_and_insert(
+                [run], self.replica_id, self.clock.now(), keys=[key]
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
+                run.name,
+                iso_z(run.scheduled_at),
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if run.id not in written:
+            return Admission(Verdict.LOST)
         self.inflight.add(run)
         return Admission(Verdict.RUN, run)
 

@@ -106,13 +106,21 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def claim_and_insert(
-        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+        self,
+        runs: Sequence[RunRecord],
+        replica_id: str,
+        claimed_at: datetime,
+        *,
+        keys: Sequence[str] | None = None,
     ) -> set[str]:
         """Claim each run's slot (its :func:`~..models.claim_key`) and insert the rows of the
         slots this call won, in one transaction per chunk of keys; returns the ids of the runs
         inserted. A claim never lands without its row, nor a row without its claim: a process
         killed halfway leaves neither. Same election per key as :meth:`claim_many`; errors as
-        :meth:`claim` (on an error no run is reported inserted)."""
+        :meth:`claim` (on an error no run is reported inserted).
+
+        ``keys`` (aligned with ``runs``): claim these keys instead of the slots' own — a range
+        backfill's re-run of a slot claims the re-run (:func:`~..models.rerun_claim_key`)."""
 
     @abc.abstractmethod
     async def rowless_claims(
@@ -407,6 +415,30 @@ class Store(abc.ABC):
         write: of concurrent resumes one stamps it). Returns the row as stored afterwards —
         ``None`` when the schedule was never paused; an already-resumed row is returned
         unchanged."""
+
+    @abc.abstractmethod
+    async def pause_all(
+        self,
+        *,
+        paused_at: datetime,
+        paused_by: str,
+        reason: str | None,
+        until: datetime | None,
+    ) -> PauseRecord:
+        """Pause every schedule (the row :data:`~..records.ALL_SCHEDULES`), until resumed or —
+        ``until`` — until that instant (written as the pause's end: ``resumed_at = until``,
+        ``resumed_by =`` :data:`~..records.RESUMES_BY_ITSELF`); returns the row as stored.
+
+        A fleet pause in force at ``paused_at`` keeps its ``paused_at``/``paused_by``/
+        ``reason`` and takes the new ``until`` (its window extended, shortened or made
+        open-ended), its span too; otherwise a new pause opens (the row reused), with its span.
+        Conditional writes in one transaction: operators pausing at once end on one row."""
+
+    @abc.abstractmethod
+    async def resume_all(self, *, resumed_at: datetime, resumed_by: str) -> PauseRecord | None:
+        """End the fleet pause at ``resumed_at`` iff it is in force then (its row and its open
+        span, one transaction). Returns the row as stored afterwards — ``None`` when every
+        schedule was never paused at once; one already over is returned unchanged."""
 
     @abc.abstractmethod
     async def pauses(self) -> list[PauseRecord]:

@@ -194,10 +194,15 @@ class InstrumentedStore(Store):
         )
 
     async def claim_and_insert(
-        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+        self,
+        runs: Sequence[RunRecord],
+        replica_id: str,
+        claimed_at: datetime,
+        *,
+        keys: Sequence[str] | None = None,
     ) -> set[str]:
         try:
-            inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at)
+            inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at, keys=keys)
         except StoreUnavailableError:
             self._error("claim_and_insert")
             raise
@@ -351,6 +356,26 @@ class InstrumentedStore(Store):
     ) -> PauseRecord | None:
         return await self._counted(
             "resume", self._inner.resume(name, resumed_at=resumed_at, resumed_by=resumed_by)
+        )
+
+    async def pause_all(
+        self,
+        *,
+        paused_at: datetime,
+        paused_by: str,
+        reason: str | None,
+        until: datetime | None,
+    ) -> PauseRecord:
+        return await self._counted(
+            "pause_all",
+            self._inner.pause_all(
+                paused_at=paused_at, paused_by=paused_by, reason=reason, until=until
+            ),
+        )
+
+    async def resume_all(self, *, resumed_at: datetime, resumed_by: str) -> PauseRecord | None:
+        return await self._counted(
+            "resume_all", self._inner.resume_all(resumed_at=resumed_at, resumed_by=resumed_by)
         )
 
     async def pauses(self) -> list[PauseRecord]:

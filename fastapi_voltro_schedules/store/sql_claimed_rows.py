@@ -30,13 +30,21 @@ class SQLClaimedRows(SQLClaims, SQLWrites):
     """:meth:`~.base.Store.claim_and_insert` of :class:`~.sql.SQLStore`."""
 
     async def claim_and_insert(
-        self, runs: Sequence[RunRecord], replica_id: str, claimed_at: datetime
+        self,
+        runs: Sequence[RunRecord],
+        replica_id: str,
+        claimed_at: datetime,
+        *,
+        keys: Sequence[str] | None = None,
     ) -> set[str]:
         aware(claimed_at, "claimed_at")
+        if keys is not None and len(keys) != len(runs):
+            raise ValueError(f"claim_and_insert: {len(keys)} keys for {len(runs)} runs")
         by_key: dict[str, RunRecord] = {}
-        for run in runs:
+        for i, run in enumerate(runs):
             aware(run.scheduled_at, "scheduled_at")
-            by_key.setdefault(claim_key(run.name, run.scheduled_at), run)
+            key = claim_key(run.name, run.scheduled_at) if keys is None else keys[i]
+            by_key.setdefault(key, run)
         self._check_keys(by_key)
         inserted: set[str] = set()
         for chunk in self._chunks(by_key, replica_id):

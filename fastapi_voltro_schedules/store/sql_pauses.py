@@ -8,6 +8,8 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..models import pause_spans_table, pauses_table
+from ..records import ALL_SCHEDULES
 from . import statements as q
 from .base import PauseRecord
 from .sql_connections import SQLConnections, aware
@@ -47,6 +49,50 @@ class SQLPauses(SQLConnections):
             return None if stored is None else PauseRecord.from_row(stored._mapping)
 
         return await self._attempt("resume", work)
+
+    async def pause_all(
+        self,
+        *,
+        paused_at: datetime,
+        paused_by: str,
+        reason: str | None,
+        until: datetime | None,
+    ) -> PauseRecord:
+        aware(paused_at, "paused_at")
+        if until is not None:
+            aware(until, "until")
+        now = paused_at
+
+        async def work(conn: AsyncConnection) -> PauseRecord:
+            # A window in force keeps who/when/why and takes the new end (row and span).
+            if (await conn.execute(q.fleet_extend(pauses_table, now, until))).rowcount:
+                await conn.execute(q.fleet_extend(pause_spans_table, now, until))
+            else:
+                row = q.fleet_row(now, paused_by, reason, until)
+                opened = bool(
+                    (await conn.execute(q.fleet_again(now, paused_by, reason, until))).rowcount
+                )
+                if not opened:
+                    inserted = await conn.execute(q.pause_insert(self.engine.dialect.name, row))
+                    opened = bool(inserted.rowcount)
+                if opened:
+                    await conn.execute(q.span_insert(row))
+            stored = (await conn.execute(q.pauses_select(ALL_SCHEDULES))).one()
+            return PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("pause_all", work)
+
+    async def resume_all(self, *, resumed_at: datetime, resumed_by: str) -> PauseRecord | None:
+        aware(resumed_at, "resumed_at")
+
+        async def work(conn: AsyncConnection) -> PauseRecord | None:
+            ended = await conn.execute(q.fleet_resume(pauses_table, resumed_at, resumed_by))
+            if ended.rowcount:
+                await conn.execute(q.fleet_resume(pause_spans_table, resumed_at, resumed_by))
+            stored = (await conn.execute(q.pauses_select(ALL_SCHEDULES))).first()
+            return None if stored is None else PauseRecord.from_row(stored._mapping)
+
+        return await self._attempt("resume_all", work)
 
     async def pauses(self) -> list[PauseRecord]:
         async def work(conn: AsyncConnection) -> list[PauseRecord]:

@@ -16,6 +16,8 @@
   const root = document.getElementById("app");
   if (!root) return;
   const API = root.dataset.api;
+  // The fleet-wide routes sit beside the schedules': /_voltro/inspect/resume-all.
+  const INSPECT = API.slice(0, API.lastIndexOf("/"));
   const OPERATOR = root.dataset.role === "operator";
   const REFRESH_MS = 4000;
   const RUNS_PAGE = 10; // runs shown per timeline; "Show older runs" adds RUNS_MORE
@@ -185,8 +187,11 @@
       this.field = (body && body.field) || null; // 422 invalid_schedule: the body's key
     }
   }
-  async function api(path, options) {
-    const response = await fetch(API + path, {
+  function api(path, options) {
+    return call(API + path, options);
+  }
+  async function call(url, options) {
+    const response = await fetch(url, {
       credentials: "same-origin",
       headers: { Accept: "application/json" },
       ...options,
@@ -227,10 +232,37 @@
 
   // ---- the schedules listing -----------------------------------------------------------
   function pauseOf(s) {
-    // The listing: {"paused": true, "pause": {"pausedAt", "pausedBy", "reason"}}.
+    // The listing: {"paused": true, "pause": {"pausedAt", "pausedBy", "reason",
+    // "everySchedule", "until"}} — everySchedule: the fleet-wide pause holds it.
     if (!s.paused) return null;
     const p = s.pause || {};
-    return { by: p.pausedBy, at: p.pausedAt, reason: p.reason };
+    return { by: p.pausedBy, at: p.pausedAt, reason: p.reason, all: Boolean(p.everySchedule), until: p.until };
+  }
+
+  // ---- every schedule paused at once: the banner ---------------------------------------
+  const pauseAllBox = $("pause-all");
+  function showPauseAll(p) {
+    // The listing's pauseAll: {"pausedAt", "pausedBy", "reason", "until"}, or null.
+    pauseAllBox.hidden = !p;
+    if (!p) return;
+    let text = `Every schedule is paused by the ${p.pausedBy} token since ${local(p.pausedAt)}`;
+    if (p.reason) text += ` — “${p.reason}”`;
+    text += p.until ? ` — until ${local(p.until)} (${until(p.until)}), then resumes itself` : " — until resumed";
+    setText($("pause-all-text"), `${text}.`);
+    pauseAllBox.title = "Nothing inside the window is replayed; schedules paused on their own stay paused.";
+  }
+  async function resumeAll() {
+    const button = $("resume-all");
+    button.disabled = true;
+    try {
+      await call(`${INSPECT}/resume-all`, { method: "POST" });
+      say("Every schedule resumed: each fires from its next occurrence (those paused on their own stay paused).");
+      await refresh();
+    } catch (error) {
+      report(error, "Could not resume every schedule");
+    } finally {
+      button.disabled = false;
+    }
   }
   const hasSeconds = (cron) => cron.trim().split(/\s+/).length === 6;
 
@@ -349,7 +381,9 @@
       if (pause.at) parts.push(`${ago(pause.at)} (${local(pause.at)})`);
       let note = parts.join(" ");
       if (pause.reason) note += ` — “${pause.reason}”`;
-      setText(r.pausedNote, `${note}. It fires nothing until resumed; resuming starts from the next occurrence.`);
+      setText(r.pausedNote, pause.all
+        ? `${note.replace("Paused", "Paused with every schedule")}. It fires nothing until they are resumed (the banner above).`
+        : `${note}. It fires nothing until resumed; resuming starts from the next occurrence.`);
     }
     if (OPERATOR) {
       // A paused schedule refuses Run now (409): say why instead of offering it.
@@ -357,6 +391,9 @@
       r.runNow.title = pause ? "Paused: resume it to run it" : "";
       setText(r.pause, pause ? "Resume" : "Pause");
       r.pause.dataset.action = pause ? "resume" : "pause";
+      // Held by the fleet-wide pause: its own Resume would change nothing — the banner's does.
+      r.pause.disabled = Boolean(pause && pause.all);
+      r.pause.title = pause && pause.all ? "Paused with every schedule: Resume all in the banner" : "";
       setText(r.confirmText, `Run ${s.name} now? It runs even if a run is in flight.`);
       const asking = !r.deleteConfirm.hidden;
       r.edit.hidden = !runtime || asking;
@@ -808,6 +845,7 @@
       setText($("coordination"), body.coordination);
       setText($("replica"), body.replicaId);
       state.schedules = new Map(body.schedules.map((s) => [s.name, s]));
+      showPauseAll(body.pauseAll);
       await Promise.all(
         [...state.expanded].filter((n) => state.schedules.has(n)).map((n) => loadRuns(n)),
       );
@@ -852,6 +890,7 @@
     }
   }
 
+  if ($("resume-all")) $("resume-all").addEventListener("click", resumeAll);
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden) refresh();
   });

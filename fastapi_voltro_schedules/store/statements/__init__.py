@@ -55,6 +55,10 @@ from .dialects import (
     ping,
 )
 from .pauses import (
+    fleet_again,
+    fleet_extend,
+    fleet_resume,
+    fleet_row,
     pause_again,
     pause_insert,
     pause_resume,
@@ -138,6 +142,10 @@ __all__ = [
     "finish_update",
     "finish_update_array",
     "finish_update_array_announced",
+    "fleet_again",
+    "fleet_extend",
+    "fleet_resume",
+    "fleet_row",
     "heartbeat_update",
     "insert_runs",
     "insert_runs_array",

@@ -12,6 +12,7 @@ from sqlalchemy import update as sa_update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ...models import pause_spans_table, pauses_table
+from ...records import ALL_SCHEDULES, RESUMES_BY_ITSELF
 from .dialects import dialect_family
 
 
@@ -84,3 +85,56 @@ def span_resume(name: str, resumed_at: datetime, resumed_by: str) -> Update:
 def spans_select() -> Select[Any]:
     c = pause_spans_table.c
     return select(pause_spans_table).order_by(c.name, c.paused_at)
+
+
+# -- the fleet-wide pause: the row ALL_SCHEDULES, whose end may be written ahead (``until``)
+
+
+def _fleet_in_force(table: Any, now: datetime) -> Any:
+    """The fleet pause holds at ``now``: not resumed, or its own end (``until``, the window's
+    last instant) not passed — not a resume stamped a little ahead by a replica whose clock
+    runs fast."""
+    c = table.c
+    ahead = (c.resumed_by == RESUMES_BY_ITSELF) & (c.resumed_at >= now)
+    return (c.name == ALL_SCHEDULES) & (c.resumed_at.is_(None) | ahead)
+
+
+def _fleet_end(until: datetime | None) -> dict[str, Any]:
+    return {"resumed_at": until, "resumed_by": None if until is None else RESUMES_BY_ITSELF}
+
+
+def fleet_extend(table: Any, now: datetime, until: datetime | None) -> Update:
+    """A fleet pause in force at ``now`` (its row, or its open span): set its end."""
+    return sa_update(table).where(_fleet_in_force(table, now)).values(**_fleet_end(until))
+
+
+def fleet_again(
+    now: datetime, paused_by: str, reason: str | None, until: datetime | None
+) -> Update:
+    """Open a new fleet pause on the row of one that is over (not in force at ``now``)."""
+    return (
+        sa_update(pauses_table)
+        .where(pauses_table.c.name == ALL_SCHEDULES, ~_fleet_in_force(pauses_table, now))
+        .values(paused_at=now, paused_by=paused_by, reason=reason, **_fleet_end(until))
+    )
+
+
+def fleet_row(
+    now: datetime, paused_by: str, reason: str | None, until: datetime | None
+) -> dict[str, Any]:
+    return {
+        "name": ALL_SCHEDULES,
+        "paused_at": now,
+        "paused_by": paused_by,
+        "reason": reason,
+        **_fleet_end(until),
+    }
+
+
+def fleet_resume(table: Any, now: datetime, resumed_by: str) -> Update:
+    """End the fleet pause in force at ``now`` (its row, or its open span) at ``now``."""
+    return (
+        sa_update(table)
+        .where(_fleet_in_force(table, now))
+        .values(resumed_at=now, resumed_by=resumed_by)
+    )
