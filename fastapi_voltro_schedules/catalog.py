@@ -147,6 +147,8 @@ class Catalog:
         self.heartbeat_ms = heartbeat_ms
         self._seen: datetime | None = None
         """The newest ``effective_from`` read so far (``None``: from boot on)."""
+        self._booted = clock.now()
+        """Where the first read starts when boot read no version (see :meth:`read_changes`)."""
         self._poked = anyio.Event()
         self._writing = anyio.Lock()
 
@@ -329,7 +331,10 @@ class Catalog:
 
     async def read_changes(self) -> int:
         """One read of the versions since the newest seen; returns how many were applied."""
-        after = (self._seen or self.clock.now()) - LOOKBACK
+        now = self.clock.now()
+        # Nothing seen yet: from boot, not from the read's own instant — a beat can be longer
+        # than LOOKBACK, and a write made in the first beat would never be read here.
+        after = (self._seen or self._booted) - LOOKBACK
         try:
             records = await self.store.definitions_since(after)
         except StoreUnavailableError as exc:
@@ -341,7 +346,7 @@ class Catalog:
             if self._seen is None or record.effective_from > self._seen:
                 self._seen = record.effective_from
         if self._seen is None:
-            self._seen = after + LOOKBACK
+            self._seen = now  # everything up to this read was read
         return applied
 
     def start_from(self, seen: datetime) -> None:

@@ -7,6 +7,10 @@ slot. Nobody else fires them (the writer does not fire: a follower on the SQLite
 non-owner under ``cluster``), so the firer must account for them when it reads the edit:
 re-arming after the last old-cadence slot it fired left them without a row, an audit gap.
 
+The same beat hid a second gap: a replica that booted with no version recorded read its first
+changes from one look-back (60 s) before that read, not from its boot — with a heartbeat longer
+than the look-back, a write made in its first beat was never read there.
+
 In process on one SQLite file and one manual clock: a leader (holds the firer lock) and a
 follower (serves the routes — here, the writes); and the pure rule
 (:func:`~fastapi_voltro_schedules.planning.unplanned_after_edit`) as a table.
@@ -122,6 +126,32 @@ async def test_an_edit_read_at_the_next_beat_leaves_no_slot_of_the_new_cadence_u
         await store.dispose()
     assert report.clean, report.text()
     assert NAME in report.gap_checked
+
+
+async def test_a_write_before_the_first_beat_is_read_whatever_the_heartbeat(
+    sqlite_url: str,
+) -> None:
+    """A beat longer than the read's look-back (60 s): the first read of a replica that booted
+    with no version recorded must still reach back to its boot, not to one look-back before
+    the read — or a write made in between is never read there."""
+    clock = ManualClock(T0)
+    heartbeat_ms = 5 * 60_000
+    leader = scheduling(sqlite_url, "leader", clock, heartbeat_ms)
+    follower = scheduling(sqlite_url, "follower", clock, heartbeat_ms)
+    async with leader.run(None):
+        async with follower.run(None):
+            await to(clock, at(10))
+            await follower.put_schedule(
+                NAME, cron="0 * * * * *", timezone="UTC", handler="tenantReport"
+            )
+            await to(clock, T0 + timedelta(milliseconds=heartbeat_ms))  # the leader's beat
+            # armed from the write: its passed slots planned (10:05 run, the older missed)
+            await wait_until(
+                lambda: leader.running_engine().next_firing(NAME) == at(0, minute=6),
+                what="the leader arming the schedule written before its first beat",
+            )
+            rows = await settled_rows(leader, 5)
+    assert [r.scheduled_at for r in rows] == [at(0, minute=m) for m in range(1, 6)]
 
 
 def _spec(cron: str) -> CronSpec:
