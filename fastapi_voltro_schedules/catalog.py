@@ -26,7 +26,8 @@ once instead of at the next beat.
 Until a replica has read a write, it runs what it knew: an edit's old cadence may fire there
 for up to one heartbeat (its slots are claimed like any other, so under ``advisoryLock`` a slot
 still runs once across replicas), and a new schedule's first slots are fired late there, or
-lost to the claim of the replica that fired them on time.
+lost to the claim of the replica that fired them on time — as are an edit's new-cadence slots
+of that beat (:func:`.planning.unplanned_after_edit`).
 """
 
 from __future__ import annotations
