@@ -41,7 +41,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -122,11 +122,11 @@ class Fleet:
     env: dict[str, str]
     """A replica's environment, for the audit CLI (its database, its heartbeat)."""
     handles: list[Handle]
-    kill: Any
+    kill: Callable[[str], None]
     """``kill(replica_id)``: SIGKILL that process."""
-    firer: Any
+    firer: Callable[[], str | None]
     """``firer()``: the replica id of the one process that fires (SQLite), else ``None``."""
-    logs: Any
+    logs: Callable[[], str]
     """``logs()``: every process's output (readable after they stopped too)."""
     dead: set[str] = field(default_factory=set)
 
