@@ -30,7 +30,8 @@ The heartbeat read stays: a notification is a hint, lost while the session is do
 Until a replica has read a write, it runs what it knew: an edit's old cadence may fire there
 for up to one heartbeat (its slots are claimed like any other, so under ``advisoryLock`` a slot
 still runs once across replicas), and a new schedule's first slots are fired late there, or
-lost to the claim of the replica that fired them on time.
+lost to the claim of the replica that fired them on time — as are an edit's new-cadence slots
+of that beat (:func:`.planning.unplanned_after_edit`).
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ class Catalog:
         self.heartbeat_ms = heartbeat_ms
         self._seen: datetime | None = None
         """The newest ``effective_from`` read so far (``None``: from boot on)."""
+        self._booted = clock.now()
+        """Where the first read starts when boot read no version (see :meth:`read_changes`)."""
         self._poked = anyio.Event()
         self._writing: dict[str, anyio.Lock] = {}
         """One lock per name being written here: two writes of one name take turns (each reads
@@ -381,7 +384,10 @@ class Catalog:
 
     async def read_changes(self) -> int:
         """One read of the versions since the newest seen; returns how many were applied."""
-        after = (self._seen or self.clock.now()) - LOOKBACK
+        now = self.clock.now()
+        # Nothing seen yet: from boot, not from the read's own instant — a beat can be longer
+        # than LOOKBACK, and a write made in the first beat would never be read here.
+        after = (self._seen or self._booted) - LOOKBACK
         try:
             newest, records = await self.store.definitions_since(after, self._known)
         except StoreUnavailableError as exc:
@@ -393,7 +399,7 @@ class Catalog:
         if newest is not None and (self._seen is None or newest > self._seen):
             self._seen = newest
         if self._seen is None:
-            self._seen = after + LOOKBACK
+            self._seen = now  # everything up to this read was read
         return applied
 
     def _known(self, name: str, version: int) -> bool:

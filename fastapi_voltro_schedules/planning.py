@@ -63,6 +63,29 @@ def passed_slots(
     return newest, True
 
 
+def unplanned_after_edit(
+    old: CronSpec, new: CronSpec, effective_from: datetime, last_planned: datetime
+) -> list[datetime]:
+    """The slots an edit read late leaves owed: the new cadence's occurrences in
+    ``(effective_from, last_planned]`` that the old one did not plan, oldest first.
+
+    A replica runs the old cadence until it reads an edit another replica wrote (up to one
+    heartbeat), planning its slots up to ``last_planned``. From ``effective_from`` on the slots
+    are the new version's (:mod:`.definitions`): an instant both cadences share was accounted
+    for once, by the old version's row, and must not run again; the new cadence's other
+    instants in that stretch were planned by nobody — the writer does not fire them when it is
+    not the firer (a follower on a SQLite file, a non-owner under ``cluster``), and re-arming
+    after ``last_planned`` would step over them, leaving no row at all.
+    """
+    if last_planned <= effective_from:
+        return []
+    owed, _ = passed_slots(new, effective_from, last_planned)
+    if not owed:
+        return []
+    planned = set(passed_slots(old, effective_from, last_planned)[0])
+    return [slot for slot in owed if slot not in planned]
+
+
 def plan_fall_behind(slots: list[datetime], policy: BackfillPolicy) -> CatchUpPlan:
     """The live timer found ``slots`` (oldest first) due at once.
 

@@ -30,7 +30,7 @@ from .clock import steady
 from .fire_requests import Due
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
-from .planning import passed_slots
+from .planning import passed_slots, unplanned_after_edit
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -85,12 +85,21 @@ class Timer:
         """Arm a schedule written at run time — new, or an edit of one armed here — from
         ``after`` (its version's ``effective_from``): its first slot is the first one after
         it. An edited schedule's slots already due are handed to the dispatcher first (they
-        belong to the version they were due under), and nothing it accounted for fires again.
+        belong to the version they were due under), and nothing it accounted for fires again;
+        the new cadence's slots it stepped over meanwhile (an edit read a beat late, see
+        :func:`.planning.unplanned_after_edit`) are handed over as late ones.
         Wakes the loop: the new first slot may come before the instant it sleeps until."""
         old = self._armed.get(schedule.name)
         if old is not None:
             if self.running:
                 self.dispatch_due(self.time.now())
+                owed = unplanned_after_edit(
+                    old.schedule.spec, schedule.spec, after, old.last_planned
+                )
+                if owed and not self.pauses.is_paused(schedule.name):
+                    late = Due()
+                    late.add(schedule, owed)  # planned by its backfill, like a timer behind
+                    self.dispatcher.spawn(self.dispatcher.fire, late)
             after = max(after, old.last_planned)
         self.arm(schedule, after)
         self._wake()

@@ -39,6 +39,11 @@ distinct replicas of one deployment:
 - ``CLUSTER_MARKER_DIR``          when set, every handler execution creates one empty file there,
   ``<name>__<scheduled_at YYYYmmddTHHMMSS>__<replica_id>__<run_id>``, *before* doing its work —
   so executions are counted independently of the ledger, even for a run killed mid-way.
+
+Two handlers for run-time schedules (``PUT /_voltro/inspect/schedules/{name}``):
+``markArgs`` and ``markArgsToo`` each write the marker above with, as its contents,
+``{"handler": <its name>, "args": ctx.args}`` — so a test sees which version ran a slot — then
+sleep ``args["sleep"]`` seconds, if given (a run a test can kill mid-way).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from fastapi_voltro_schedules import (
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
+    define_handler,
     define_schedule,
     schedules_router,
 )
@@ -68,12 +74,29 @@ config = SchedulingConfig()
 _MARKERS = os.environ.get("CLUSTER_MARKER_DIR")
 
 
-def _mark(ctx: ScheduleContext) -> None:
+def _mark(ctx: ScheduleContext, contents: str = "") -> None:
     if not _MARKERS:
         return
     slot = ctx.scheduled_at.strftime("%Y%m%dT%H%M%S")
     name = f"{ctx.name}__{slot}__{config.replica_id}__{ctx.run_id}"
-    (Path(_MARKERS) / name).touch(exist_ok=False)
+    # O_EXCL: a second execution of one run id would fail loudly rather than overwrite.
+    fd = os.open(Path(_MARKERS) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        if contents:
+            os.write(fd, contents.encode())
+    finally:
+        os.close(fd)
+
+
+def _args_marker(handler: str) -> Any:
+    async def mark(ctx: ScheduleContext) -> None:
+        _mark(ctx, json.dumps({"handler": handler, "args": dict(ctx.args)}, sort_keys=True))
+        await anyio.sleep(float(ctx.args.get("sleep", 0)))
+
+    return define_handler(name=handler)(mark)
+
+
+RUNTIME_HANDLERS = [_args_marker("markArgs"), _args_marker("markArgsToo")]
 
 
 async def tick(ctx: ScheduleContext) -> None:
@@ -231,6 +254,7 @@ scheduling = Scheduling(
     _schedules(),
     config=config,
     clock=SteppedClock(-timedelta(milliseconds=float(_lag_ms))) if _lag_ms else None,
+    handlers=RUNTIME_HANDLERS,
 )
 app = FastAPI(title="voltro cluster test app", lifespan=scheduling.lifespan)
 app.include_router(schedules_router)  # inspect routes (pause/resume) when a token is set
