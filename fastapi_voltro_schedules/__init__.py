@@ -38,6 +38,14 @@ from .errors import (
 from .handlers import NamedHandler, define_handler
 from .metrics import SchedulerMetrics
 from .models import voltro_metadata
+from .monitors import (
+    CheckIn,
+    CheckInError,
+    CheckInStatus,
+    HealthchecksMonitor,
+    Monitor,
+    SentryCronsMonitor,
+)
 from .outcomes import OutcomeHook, RecordedOutcome
 from .scheduling import Scheduling
 
@@ -46,6 +54,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BackfillPolicy",
     "ChangeStrategy",
+    "CheckIn",
+    "CheckInError",
+    "CheckInStatus",
     "Clock",
     "ConfigurationError",
     "Coordination",
@@ -54,8 +65,10 @@ __all__ = [
     "DeclaredInCodeError",
     "DiscoveryError",
     "ExternalMissedPolicy",
+    "HealthchecksMonitor",
     "InvalidCronError",
     "InvalidScheduleError",
+    "Monitor",
     "NamedHandler",
     "OutcomeHook",
     "OverlapPolicy",
@@ -68,6 +81,7 @@ __all__ = [
     "Scheduling",
     "SchedulingConfig",
     "SchemaError",
+    "SentryCronsMonitor",
     "StoreUnavailableError",
     "SystemClock",
     "Trigger",
