@@ -59,8 +59,8 @@ from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .monitors import Monitor
-from .monitors.feed import Monitors
-from .outcomes import OutcomeHook, OutcomeHooks, RecordedOutcome, check_hook
+from .monitors.feed import Monitors, both, check_monitors
+from .outcomes import OutcomeHook, OutcomeHooks, check_hook
 from .pauses import NO_PAUSES, Pauses, PauseView
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
@@ -532,9 +532,7 @@ class Scheduling:
         await ensure_schema(target)
         # Every ledger call of the engine, the watchers and the routes goes through here: the
         # one seam where outcomes become metrics, hook calls and monitor check-ins.
-        self._hooks = hooks = (
-            OutcomeHooks(self.on_outcome) if self.on_outcome is not None else None
-        )
+        self._hooks = hooks = OutcomeHooks(self.on_outcome) if self.on_outcome is not None else None
         self._monitors = monitors = (
             Monitors(
                 self.monitors,
@@ -605,34 +603,3 @@ class Scheduling:
         if self.store is not None:
             await self.store.dispose()
             self.store = None
-
-
-def check_monitors(monitors: Iterable[Monitor]) -> list[Monitor]:
-    """``monitors`` as a list, each a :class:`Monitor`; a clear error otherwise."""
-    if isinstance(monitors, Monitor):
-        raise ConfigurationError(
-            "Scheduling(monitors=...) takes a list of monitors — write monitors=[monitor]"
-        )
-    found = list(monitors)
-    for monitor in found:
-        if not isinstance(monitor, Monitor):
-            raise ConfigurationError(
-                "Scheduling(monitors=...) must hold monitors (SentryCronsMonitor(...), "
-                f"HealthchecksMonitor(...) or a Monitor subclass), got {type(monitor).__name__}"
-            )
-    return found
-
-
-def both(
-    first: Callable[[RecordedOutcome], None] | None,
-    second: Callable[[RecordedOutcome], None] | None,
-) -> Callable[[RecordedOutcome], None] | None:
-    """One callback calling ``first`` then ``second`` (either may be absent)."""
-    if first is None or second is None:
-        return first or second
-
-    def each(outcome: RecordedOutcome) -> None:
-        first(outcome)
-        second(outcome)
-
-    return each

@@ -16,7 +16,7 @@ warning); at shutdown each queue is drained for up to :data:`DRAIN_SECONDS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..clock import iso_z
 from ..enums import RunStatus, Trigger
+from ..errors import ConfigurationError
 from ..logs import logger, run_fields
 from .base import CheckIn, CheckInError, CheckInStatus, Monitor
 
@@ -33,7 +34,16 @@ if TYPE_CHECKING:
     from ..outcomes import RecordedOutcome
     from ..records import RunRecord
 
-__all__ = ["ATTEMPTS", "BACKOFF_S", "DRAIN_SECONDS", "QUEUE_LIMIT", "MonitorFeed", "Monitors"]
+__all__ = [
+    "ATTEMPTS",
+    "BACKOFF_S",
+    "DRAIN_SECONDS",
+    "QUEUE_LIMIT",
+    "MonitorFeed",
+    "Monitors",
+    "both",
+    "check_monitors",
+]
 
 QUEUE_LIMIT = 10_000
 DRAIN_SECONDS = 5.0
@@ -260,6 +270,38 @@ class Monitors:
         if self._scope is not None:
             self._scope.cancel()
             await self._finished.wait()
+
+
+def check_monitors(monitors: Iterable[Monitor]) -> list[Monitor]:
+    """``monitors`` as a list, each a :class:`Monitor`; a clear error otherwise."""
+    if isinstance(monitors, Monitor):
+        raise ConfigurationError(
+            "Scheduling(monitors=...) takes a list of monitors — write monitors=[monitor]"
+        )
+    found = list(monitors)
+    for monitor in found:
+        if not isinstance(monitor, Monitor):
+            raise ConfigurationError(
+                "Scheduling(monitors=...) must hold monitors (SentryCronsMonitor(...), "
+                f"HealthchecksMonitor(...) or a Monitor subclass), got {type(monitor).__name__}"
+            )
+    return found
+
+
+def both(
+    first: Callable[[RecordedOutcome], None] | None,
+    second: Callable[[RecordedOutcome], None] | None,
+) -> Callable[[RecordedOutcome], None] | None:
+    """One callback calling ``first`` then ``second`` (either may be absent): the store
+    seam's one ``on_recorded`` for the outcome hook and the monitors."""
+    if first is None or second is None:
+        return first or second
+
+    def each(outcome: RecordedOutcome) -> None:
+        first(outcome)
+        second(outcome)
+
+    return each
 
 
 def _fields(check_in: CheckIn) -> dict[str, object]:
