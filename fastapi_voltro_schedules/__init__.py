@@ -39,6 +39,14 @@ from .errors import (
 from .handlers import NamedHandler, define_handler
 from .metrics import SchedulerMetrics
 from .models import voltro_metadata
+from .monitors import (
+    CheckIn,
+    CheckInError,
+    CheckInStatus,
+    HealthchecksMonitor,
+    Monitor,
+    SentryCronsMonitor,
+)
 from .outcomes import OutcomeHook, RecordedOutcome
 from .scheduling import Scheduling
 
@@ -47,6 +55,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BackfillPolicy",
     "ChangeStrategy",
+    "CheckIn",
+    "CheckInError",
+    "CheckInStatus",
     "Clock",
     "ConfigurationError",
     "Coordination",
@@ -55,8 +66,10 @@ __all__ = [
     "DeclaredInCodeError",
     "DiscoveryError",
     "ExternalMissedPolicy",
+    "HealthchecksMonitor",
     "InvalidCronError",
     "InvalidScheduleError",
+    "Monitor",
     "NamedHandler",
     "OutcomeHook",
     "OverlapPolicy",
@@ -70,6 +83,7 @@ __all__ = [
     "Scheduling",
     "SchedulingConfig",
     "SchemaError",
+    "SentryCronsMonitor",
     "StoreUnavailableError",
     "SystemClock",
     "Trigger",

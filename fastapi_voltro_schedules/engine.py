@@ -446,6 +446,10 @@ class Engine:
     def next_firing(self, name: str) -> datetime | None:
         return self.timer.next_firing(name)
 
+    def schedule_named(self, name: str) -> Schedule | None:
+        """The schedule ``name`` this engine runs (declared or written), else ``None``."""
+        return self._schedules.get(name)
+
     def waiting_here(self) -> list[RunRecord]:
         """Firings waiting in this process's in-process line (single-process stores write no
         ``queued`` row for them): their ``queued`` rows as they would read."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,8 @@ from .handlers import NamedHandler, check_unique_handlers
 from .leadership import Leadership
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
+from .monitors import Monitor
+from .monitors.feed import Monitors, both, check_monitors
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
 from .pauses import ALL_SCHEDULES, NO_PAUSES, Pauses, PauseView
 from .store.instrumented import InstrumentedStore
@@ -77,6 +79,8 @@ class Scheduling:
     lifespan of your own.
 
     ``on_outcome``: called once per outcome this process records (see :mod:`.outcomes`).
+    ``monitors``: cron monitors checked in from the ledger — ``SentryCronsMonitor``,
+    ``HealthchecksMonitor`` (see :mod:`.monitors`); beside ``on_outcome``, not instead of it.
     ``metrics``: the collectors to feed (default: the process-wide ones on prometheus_client's
     global registry, which ``GET /metrics`` serves).
     """
@@ -92,6 +96,7 @@ class Scheduling:
         on_outcome: OutcomeHook | None = None,
         metrics: SchedulerMetrics | None = None,
         handlers: Iterable[NamedHandler] = (),
+        monitors: Iterable[Monitor] = (),
     ) -> None:
         self.schedules: list[Schedule] = check_unique_names(list(schedules))
         self.handlers: dict[str, NamedHandler] = check_unique_handlers(handlers)
@@ -104,6 +109,8 @@ class Scheduling:
         self.on_outcome = check_hook(on_outcome)
         self.metrics = metrics if metrics is not None else default_metrics()
         self._hooks: OutcomeHooks | None = None
+        self.monitors: list[Monitor] = check_monitors(monitors)
+        self._monitors: Monitors | None = None
         self.config = config if config is not None else SchedulingConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._wall_clock: Clock | None = None
@@ -164,6 +171,12 @@ class Scheduling:
 
     def get(self, name: str) -> Schedule | None:
         return next((s for s in self.schedules if s.name == name), None)
+
+    def _schedule_named(self, name: str) -> Schedule | None:
+        """``name``'s definition for a check-in: the engine's (a dict, run-time edits
+        included) while it runs, the list's before."""
+        engine = self.engine
+        return engine.schedule_named(name) if engine is not None else self.get(name)
 
     def validate(self) -> None:
         """Boot-time checks that need the app-wide defaults (definition time could not)."""
@@ -246,6 +259,8 @@ class Scheduling:
             async with anyio.create_task_group() as tg:
                 if self._hooks is not None:
                     tg.start_soon(self._hooks.run)
+                if self._monitors is not None:
+                    tg.start_soon(self._monitors.run)
                 tg.start_soon(engine.runner.watchdog.run)
                 if isinstance(self.clock, DatabaseClock):
                     tg.start_soon(follow_database_clock, self.clock)
@@ -273,6 +288,8 @@ class Scheduling:
                         await engine.drain()  # runs outside a supervisor get the grace too
                     if self._hooks is not None:
                         await self._hooks.close()  # deliver the shutdown's outcomes too
+                    if self._monitors is not None:
+                        await self._monitors.close()  # and check them in
                     tg.cancel_scope.cancel()  # the watchdog and the watcher loop until told
             if failure is not None:
                 raise failure
@@ -555,10 +572,25 @@ class Scheduling:
         target = store.engine if isinstance(store, SQLStore) else self.config.database_url
         await ensure_schema(target)
         # Every ledger call of the engine, the watchers and the routes goes through here: the
-        # one seam where outcomes become metrics and hook calls.
-        self._hooks = OutcomeHooks(self.on_outcome) if self.on_outcome is not None else None
+        # one seam where outcomes become metrics, hook calls and monitor check-ins.
+        self._hooks = hooks = OutcomeHooks(self.on_outcome) if self.on_outcome is not None else None
+        self._monitors = monitors = (
+            Monitors(
+                self.monitors,
+                self._schedule_named,
+                timedelta(milliseconds=self.config.external_trigger_skew_ms),
+            )
+            if self.monitors
+            else None
+        )
         self.store = InstrumentedStore(
-            store, self.metrics, self._hooks.submit if self._hooks is not None else None
+            store,
+            self.metrics,
+            both(
+                hooks.submit if hooks is not None else None,
+                monitors.recorded if monitors is not None else None,
+            ),
+            monitors.started if monitors is not None else None,
         )
         if store.supports_multi_instance and isinstance(self.clock, SystemClock):
             self._wall_clock = self.clock
@@ -605,6 +637,7 @@ class Scheduling:
             self.clock, self._wall_clock = self._wall_clock, None
         self.metrics.unwatch(self)
         self._hooks = None
+        self._monitors = None
         if isinstance(self.store, InstrumentedStore):
             self.store.forget_running()
         self.pauses = None

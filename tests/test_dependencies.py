@@ -70,9 +70,9 @@ def _providing(name: str, dists: list[str]) -> str:
 
 
 def test_every_imported_distribution_is_a_runtime_dependency() -> None:
-    # the postgres / mysql extras, imported lazily; pytest only by the pytest plugin
+    # the postgres / mysql / sentry extras, imported lazily; pytest only by the pytest plugin
     # (testing.py), which only pytest loads
-    optional = {"asyncpg", "asyncmy", "pytest"}
+    optional = {"asyncpg", "asyncmy", "pytest", "sentry-sdk"}
     missing = _imported_distributions() - _runtime_dependencies() - optional
     assert not missing, f"imported but not declared in [project].dependencies: {missing}"
     assert "rich" in _runtime_dependencies()  # cli/backfill.py draws its progress bar with it
@@ -127,6 +127,30 @@ def test_the_server_drivers_are_extras() -> None:
     assert {_name(r) for r in extras["postgres"]} == {"asyncpg"}
     assert {_name(r) for r in extras["mysql"]} == {"asyncmy"}
     assert not {"asyncpg", "asyncmy"} & _runtime_dependencies()
+
+
+def test_sentry_sdk_is_an_extra_imported_only_by_the_sentry_monitor() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert {_name(r) for r in extras["sentry"]} == {"sentry-sdk"}
+    assert "sentry-sdk" in {_name(r) for r in extras["dev"]}  # tests/test_monitors.py
+    assert "sentry-sdk" not in _runtime_dependencies()
+    importers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "sentry_sdk" in _imported_modules_of(path)
+    }
+    assert importers == {"monitors/sentry.py"}  # and there inside functions (test_monitors.py)
+
+
+def _imported_modules_of(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module.split(".")[0])
+    return modules
 
 
 def test_license_classifiers_and_urls() -> None:

@@ -7,7 +7,8 @@ engine made it, so this is the one place that sees them all:
 * ``finish_runs`` — ``succeeded`` / ``failed`` of the runs this process executed;
 * ``update_run`` to a terminal status — a corpse marked ``failed/abandoned``;
 * ``insert_run(s)`` of ``running`` rows, and ``update_run`` to ``running`` (a queued turn) —
-  the running gauge and the firing lag.
+  the running gauge and the firing lag, and the cron monitors' "run started"
+  (``on_started``).
 
 Each is observed after the write committed; a write that raised is not an outcome. Every
 :class:`~fastapi_voltro_schedules.errors.StoreUnavailableError` is counted in
@@ -57,11 +58,16 @@ class InstrumentedStore(Store):
         inner: Store,
         metrics: SchedulerMetrics,
         on_recorded: Callable[[RecordedOutcome], None] | None = None,
+        on_started: Callable[[Sequence[RunRecord]], None] | None = None,
     ) -> None:
         self._inner = inner
         """The store every call is delegated to: see :func:`sql_store_behind` to reach it."""
         self.metrics = metrics
         self.on_recorded = on_recorded
+        self.on_started = on_started
+        """Told the ``running`` rows this process just committed, before their handlers
+        start (the cron monitors' ``in_progress``); ``None`` — no monitor — costs one check
+        a write."""
         self._running: dict[str, str] = {}
         """run id → schedule name of the ``running`` rows this process wrote (the gauge)."""
         self._series = metrics.series
@@ -159,6 +165,8 @@ class InstrumentedStore(Store):
         new = [run for run in running if run.id not in self._running]
         for run in new:
             self._running[run.id] = run.name
+        if new and self.on_started is not None:
+            self.on_started(new)
         if running:
             if soon:
                 loop = asyncio.get_running_loop()
