@@ -73,11 +73,10 @@ def _integral(value: object) -> object:
 _Limit = Annotated[
     int,
     BeforeValidator(_integral),
-    Field(ge=1, le=HARD_CEILING),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": HARD_CEILING}),
 ]
-"""A range's ``limit`` (with a validator in front, pydantic publishes the bounds as ``ge``/``le``,
-which JSON Schema does not know, hence the schema given whole)."""
+"""A range's ``limit``: the bounds are published here and checked by the planner
+(``backfill.check_limit``), whose refusal names the ceiling."""
 
 
 class BackfillRequest(BaseModel):
