@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
-from ..backfill import RangeSummary
+from ..backfill import RangeSummary, check_limit
 from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
@@ -305,6 +305,7 @@ async def backfill(name: str, request: Request) -> StreamingResponse:
     engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
     body = backfill_request(await read_body(request))
     start, end = range_instant(body.start, "from"), range_instant(body.end, "to")
+    check_limit(body.limit)  # a bad limit is bad input, whatever the range holds
     if end <= start:
         # (from, to] holds no instant: nothing to plan, refuse or fire — but the name still
         # has to be a schedule.
