@@ -107,7 +107,7 @@ def status_of(error: VoltroError) -> tuple[int, str]:
 
 STORE_UNAVAILABLE = (
     "the scheduler's database did not answer (down, unreachable or overloaded) — retry after "
-    "the Retry-After seconds; GET /_voltro/health says when it answers again, and the app's "
+    "the Retry-After seconds; GET /_voltro/health/ready says when it answers again, and the app's "
     "log (logger fastapi_voltro_schedules) holds the database's own error"
 )
 """What a ``503 store_unavailable`` says, whatever the store said: the driver's text names the
