@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from support.servers import REPO, Server, uvicorn_server
@@ -158,6 +159,19 @@ def schemathesis_run(server: Server, inspect_token: str, workdir: Path) -> tuple
         cwd=workdir, env=env, capture_output=True, text=True, timeout=5 * HANG, check=False,
     )  # fmt: skip
     return result.returncode, result.stdout + result.stderr, junit
+
+
+def test_the_served_openapi_lists_the_apps_handlers(example_server: Server) -> None:
+    """Known only once the app's scheduler booted: the PUT body's handler is an enum of them,
+    so a generated client (and the fuzzer) sends only names the route takes."""
+    document = httpx.get(f"{example_server.url}/openapi.json", timeout=10).json()
+    put = document["paths"]["/_voltro/inspect/schedules/{name}"]["put"]
+    body = put["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["handler"]["enum"] == ["tenantReport"], body["properties"]
+    # The router's own copy is untouched: another app gets its own handlers.
+    bare = package_openapi()["paths"]["/_voltro/inspect/schedules/{name}"]["put"]
+    handler = bare["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert "enum" not in handler["handler"]
 
 
 @pytest.mark.parametrize("role", ["operator", "read-only"])
