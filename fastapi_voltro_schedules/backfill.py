@@ -218,9 +218,7 @@ def _rerun_note(plan: RangePlan) -> str:
     return f"{plan.already_succeeded:,} of them already succeeded and are not run again"
 
 
-async def range_rows(
-    store: Store, name: str, after: datetime, until: datetime
-) -> list[RunRecord]:
+async def range_rows(store: Store, name: str, after: datetime, until: datetime) -> list[RunRecord]:
     """``name``'s rows with ``after < scheduled_at <= until`` (any trigger and status), read
     newest first in keyset pages."""
     rows: list[RunRecord] = []

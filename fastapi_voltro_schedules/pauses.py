@@ -356,9 +356,7 @@ class Pauses(PauseView):
                 f"until={until.isoformat()} is not after now ({now.isoformat()}) — name a "
                 "later instant, or leave it out to pause until resumed"
             )
-        record = await self.store.pause_all(
-            paused_at=now, paused_by=by, reason=reason, until=until
-        )
+        record = await self.store.pause_all(paused_at=now, paused_by=by, reason=reason, until=until)
         self._records[ALL_SCHEDULES] = record
         logger.warning(
             "schedule: every schedule paused  by=%s since=%s until=%s%s",

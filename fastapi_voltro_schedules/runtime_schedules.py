@@ -34,6 +34,7 @@ from .zones import zone_problem
 
 __all__ = [
     "MAX_ARGS_BYTES",
+    "MAX_RUNTIME_MS_CEILING",
     "RUNTIME_SOURCE",
     "Change",
     "ChangeKind",
@@ -50,6 +51,11 @@ Args are parameters (a tenant id, a report's options), not payloads: every repli
 schedule's args in memory, and a firing copies them into its context."""
 RUNTIME_SOURCE = "runtime"
 """``source`` of a version written at run time (declared ones: ``code``)."""
+
+
+MAX_RUNTIME_MS_CEILING = 366 * 24 * 3600 * 1000
+"""The largest ``max_runtime_ms`` a run-time schedule takes (a year and a day): a watchdog
+bound past it is no bound, and ``timedelta`` overflows not much further on."""
 
 
 def _refuse(name: object, field: str, why: str) -> InvalidScheduleError:
@@ -179,13 +185,13 @@ def build_runtime_schedule(
     if (
         isinstance(max_runtime_ms, bool)
         or not isinstance(max_runtime_ms, int)
-        or max_runtime_ms <= 0
+        or not 0 < max_runtime_ms <= MAX_RUNTIME_MS_CEILING
     ):
         raise _refuse(
             name,
             "max_runtime_ms",
-            f"{shown(max_runtime_ms, 40)} must be a positive number of milliseconds (default "
-            f"{DEFAULT_MAX_RUNTIME_MS:_} = 30 min)",
+            f"{shown(max_runtime_ms, 40)} must be a positive number of milliseconds, at most "
+            f"{MAX_RUNTIME_MS_CEILING:_} (default {DEFAULT_MAX_RUNTIME_MS:_} = 30 min)",
         )
     named = handlers[handler]
     schedule = define_schedule(

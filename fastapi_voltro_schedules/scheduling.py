@@ -51,6 +51,7 @@ from .errors import (
     SchedulerDisabledError,
     SchedulerNotRunningError,
     SchedulerShuttingDownError,
+    StoreUnavailableError,
 )
 from .external_missed import watch_external_missed
 from .fire_requests import FireRequest, Why
@@ -609,6 +610,25 @@ class Scheduling:
         self.metrics.watch(self)
         log_boot(self.schedules, self.config, self.effective_coordination, self.clock.now())
         return self.store
+
+    async def schema_pending(self) -> str | None:
+        """Why the ledger's schema is not the one this version runs on — ``"is at revision X,
+        head is Y"`` — or ``None`` when it is (or the store keeps no SQL schema). What the
+        readiness probe asks on each call: a ``voltro migrate`` of another release, or a
+        restored database, changes the answer while the process runs. Database errors
+        propagate (the probe reads them as the ledger not answering)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from .migrations import pending_upgrade
+        from .store.instrumented import sql_store_behind
+
+        store = None if self.store is None else sql_store_behind(self.store)
+        if store is None:
+            return None
+        try:
+            return await pending_upgrade(store.engine)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreUnavailableError(f"store schema check: {exc}") from exc
 
     def next_fire_times(self) -> Mapping[str, datetime]:
         """When each schedule fires next: the armed timer of a ``self`` schedule, the next

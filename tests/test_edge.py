@@ -120,6 +120,11 @@ def cursor_of(raw: object) -> str:
 # --------------------------------------------------------------------------- the runs cursor
 
 HOSTILE_CURSORS = {
+    # The base64 JSON pairs of earlier versions (each broke something then), and text of no
+    # cursor's shape.
+    "the shape, with a NUL": f"1780315200123456.{RUN_ID}\x00",
+    "the shape, a negative instant": f"-1.{RUN_ID}",
+    "the shape, a run id in capitals": f"1780315200123456.{RUN_ID.upper()}",
     # instants at the edges of datetime: the keyset query's conversion overflowed (a 500)
     "year 1, east of UTC": cursor_of(["0001-01-01T00:00:00+01:00", RUN_ID]),
     "year 9999, west of UTC": cursor_of(["9999-12-31T23:59:59-01:00", RUN_ID]),
@@ -161,13 +166,17 @@ async def test_a_crafted_cursor_is_422_and_never_reaches_the_store(database_url:
             assert "cursor" in body["detail"] and "nextCursor" in body["detail"], (what, body)
         assert asked == []
         assert s.store_errors() == {}
-        # A cursor this API hands out still pages (both bounds of the range included).
-        for at in ("1970-01-01T00:00:00+00:00", "2026-06-01T12:00:00.123456+00:00"):
+        # Every text of a cursor's shape pages — the schema publishes the shape, so a client
+        # may send any of them: microseconds since 1970 (past 9000 read as 9000, 18 digits
+        # overflow a datetime) and a run id; empty is the newest page.
+        for cursor in ("0", "1780315200123456", "999999999999999999"):
             r = await s.client.get(
-                f"{PREFIX}/runs", params={"cursor": cursor_of([at, RUN_ID])}, headers=INSPECT
+                f"{PREFIX}/runs", params={"cursor": f"{cursor}.{RUN_ID}"}, headers=INSPECT
             )
             assert r.status_code == 200, r.text
-        assert len(asked) == 2
+        r = await s.client.get(f"{PREFIX}/runs", params={"cursor": ""}, headers=INSPECT)
+        assert r.status_code == 200, r.text
+        assert len(asked) == 4
 
 
 async def test_an_instant_query_holding_a_nul_is_422_naming_it(database_url: str) -> None:

@@ -13,9 +13,11 @@ from urllib.parse import urlsplit
 import kubernetes_validate
 import pytest
 import yaml
+from fastapi import FastAPI
 from support.servers import REPO
 from typer.testing import CliRunner
 
+from fastapi_voltro_schedules import schedules_router
 from fastapi_voltro_schedules.cli import app as cli_app
 from fastapi_voltro_schedules.cli import serve as cli_serve
 
@@ -109,11 +111,17 @@ def test_the_deployment_probes_migrates_and_serves() -> None:
     assert migrate["command"] == ["voltro", "migrate"]
     (container,) = pod["containers"]
     port = container["ports"][0]
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (
+        ("readinessProbe", "/_voltro/health/ready"),
+        ("livenessProbe", "/_voltro/health/live"),
+    ):
         get = container[probe]["httpGet"]
-        assert get == {"path": "/_voltro/health", "port": port["name"]}
-        # The route gives the ledger 2 s; the probe must wait longer than that.
+        assert get == {"path": path, "port": port["name"]}
+        # The readiness route gives the ledger 2 s; the probe must wait longer than that.
         assert container[probe]["timeoutSeconds"] > 2
+    app = FastAPI()
+    app.include_router(schedules_router)
+    assert {"/_voltro/health/ready", "/_voltro/health/live"} <= set(app.openapi()["paths"])
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     # Graceful shutdown (VOLTRO_SHUTDOWN_GRACE_MS, 10 s) fits before the kubelet's SIGKILL.

@@ -98,6 +98,14 @@ def test_disabled_testclient_fires_nothing_and_writes_no_file(
         scrape = client.get("/metrics")
         assert scrape.status_code == 200
         ticks_before = _tick_count(scrape.text)
+        # The liveness probe answers while the process serves (a switched-off app is alive);
+        # the readiness probe says why it is not ready in its own body.
+        calls.remove(("GET", "/_voltro/health/live"))
+        assert client.get("/_voltro/health/live").status_code == 200
+        calls.remove(("GET", "/_voltro/health/ready"))
+        ready = client.get("/_voltro/health/ready")
+        assert ready.status_code == 503 and ready.json()["code"] == "scheduler_disabled"
+        assert "VOLTRO_SCHEDULER_ENABLED" in ready.json()["detail"]
         for method, path in calls:
             response = client.request(method, path, headers=headers, json={})
             assert response.status_code == 503, (method, path, response.text)

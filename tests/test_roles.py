@@ -114,9 +114,12 @@ EXEMPT: set[tuple[str, str]] = {
     ("POST", "/_voltro/dashboard/session"),
     ("POST", "/_voltro/dashboard/signout"),
     # Probes and scrapes carry no credential (SPEC §6); their bodies hold no secret.
-    # tests/test_metrics_http.py and tests/test_manifest_cronjob.py cover them over HTTP.
+    # tests/test_metrics_http.py, tests/test_manifest_cronjob.py and tests/test_health.py
+    # cover them over HTTP.
     ("GET", "/metrics"),
     ("GET", "/_voltro/health"),
+    ("GET", "/_voltro/health/live"),
+    ("GET", "/_voltro/health/ready"),
 }
 """Package routes that take no token on purpose."""
 

@@ -34,6 +34,7 @@ from ..errors import (
     SchedulerDisabledError,
     SchedulerNotRunningError,
     TokenNotConfiguredError,
+    VoltroError,
 )
 from ..tokens import INSPECT_READ_TOKEN_ENV, INSPECT_TOKEN_ENV, TRIGGER_TOKEN_ENV, Role
 from .session import session_role
@@ -173,6 +174,15 @@ async def require_operator(
         )
     return role
 
+
+NOT_SERVING: tuple[type[VoltroError], ...] = (SchedulerNotRunningError, SchedulerDisabledError)
+"""What every route that needs the scheduler may answer (503) whatever its credential."""
+TRIGGER_ERRORS = (AuthenticationError, TokenNotConfiguredError, *NOT_SERVING)
+"""What the trigger token's check may answer: 401, or 503 when the token is unset."""
+READ_ERRORS = (AuthenticationError, TokenNotConfiguredError, *NOT_SERVING)
+"""What the inspect token's check may answer (either role)."""
+OPERATOR_ERRORS = (*READ_ERRORS, ForbiddenRoleError)
+"""What the operator's check may answer: also 403 for the read-only role."""
 
 TriggerAuth = Depends(require_trigger_token)
 InspectAuth = Depends(require_inspect_token)

@@ -33,12 +33,32 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..definition import DEFAULT_MAX_RUNTIME_MS
 from ..enums import BackfillPolicy, OverlapPolicy
+from ..errors import PayloadTooLargeError
 from ..tokens import INSPECT_READ_TOKEN_ENV, INSPECT_TOKEN_ENV, Role
 from .auth import scheduling_of
-from .errors import VoltroRoute
+from .errors import VoltroRoute, error_responses
 from .session import SESSION_COOKIE, make_session_cookie_value, session_role
 
-router = APIRouter(route_class=VoltroRoute, tags=["voltro dashboard"])
+router = APIRouter(route_class=VoltroRoute)
+
+_HTML: dict[str, Any] = {"text/html": {"schema": {"type": "string"}}}
+_PAGE_503: dict[int | str, dict[str, Any]] = {
+    503: {
+        "description": "Disabled: no inspect token is set (the sign-in page says so), or the "
+        "scheduler is not running (scheduler_not_running / scheduler_disabled, JSON).",
+        "content": {
+            **_HTML,
+            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}},
+        },
+    }
+}
+_FOLLOWED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The dashboard (or its sign-in page), for a client that follows the "
+        "redirect.",
+        "content": _HTML,
+    }
+}
 
 DASHBOARD = "/_voltro/dashboard"
 COOKIE_PATH = "/_voltro"
@@ -113,7 +133,13 @@ def _sign_in_form(request: Request, *, error: str | None = None, status: int = 2
     return _render("signin.html", status, error=error, disabled=False)
 
 
-@router.get(DASHBOARD, response_class=HTMLResponse, summary="The dashboard (HTML)")
+@router.get(
+    DASHBOARD,
+    operation_id="getDashboard",
+    response_class=HTMLResponse,
+    summary="The dashboard (HTML): the page when signed in, else the sign-in form",
+    responses=_PAGE_503,
+)
 async def dashboard(request: Request) -> Response:
     role = session_role(request)
     if role is None:
@@ -138,11 +164,16 @@ async def dashboard(request: Request) -> Response:
 
 @router.post(
     f"{DASHBOARD}/session",
-    response_class=HTMLResponse,
+    operation_id="signIn",
+    status_code=303,
+    response_class=RedirectResponse,
     summary="Sign in: trade an inspect token for the session cookie",
     responses={
         303: {"description": "Signed in: the cookie is set; on to the dashboard."},
-        401: {"description": "Not an inspect token: the form again, saying so."},
+        **_FOLLOWED,
+        401: {"description": "Not an inspect token: the form again, saying so.", "content": _HTML},
+        **error_responses(PayloadTooLargeError, validation=False),
+        **_PAGE_503,
     },
     openapi_extra={
         "requestBody": {
@@ -189,7 +220,18 @@ async def sign_in(request: Request) -> Response:
     return response
 
 
-@router.post(f"{DASHBOARD}/signout", summary="Sign out: clear the session cookie")
+@router.post(
+    f"{DASHBOARD}/signout",
+    operation_id="signOut",
+    status_code=303,
+    response_class=RedirectResponse,
+    summary="Sign out: clear the session cookie, and on to the sign-in page",
+    responses={
+        303: {"description": "Signed out: the cookie is cleared; on to the dashboard."},
+        **_FOLLOWED,
+        **error_responses(PayloadTooLargeError, validation=False),
+    },
+)
 async def sign_out(request: Request) -> Response:
     response = RedirectResponse(DASHBOARD, status_code=303, headers={"Cache-Control": "no-store"})
     response.delete_cookie(

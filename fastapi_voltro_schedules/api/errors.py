@@ -14,15 +14,25 @@ here, where the operator reads it (:func:`public_detail`). What a request may ca
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Coroutine
+import re
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI that copies an included router's routes into the app's
+    iter_route_contexts = None  # type: ignore[assignment]
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
+from starlette.types import Receive, Scope, Send
 
 from ..errors import (
     AuthenticationError,
@@ -99,7 +109,7 @@ def status_of(error: VoltroError) -> tuple[int, str]:
 
 STORE_UNAVAILABLE = (
     "the scheduler's database did not answer (down, unreachable or overloaded) — retry after "
-    "the Retry-After seconds; GET /_voltro/health says when it answers again, and the app's "
+    "the Retry-After seconds; GET /_voltro/health/ready says when it answers again, and the app's "
     "log (logger fastapi_voltro_schedules) holds the database's own error"
 )
 """What a ``503 store_unavailable`` says, whatever the store said: the driver's text names the
@@ -245,16 +255,93 @@ class VoltroRoute(APIRoute):
 
         return route_handler
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A method the path does not take: ``405`` naming every method of the path. Starlette
+        answers with the first route of the path only (``Allow: GET`` where ``PUT`` and
+        ``DELETE`` of the same path sit in another router) — a client, or a generator reading
+        ``Allow``, would conclude the others do not exist. A path another route names literally
+        (``…/schedules/runs``) is that route's alone, though this route's template matches it:
+        ``PUT …/schedules/runs`` is not a schedule named ``runs``."""
+        allowed_here = not self.methods or scope["method"] in self.methods
+        if allowed_here and "{" not in self.path_format:
+            await super().handle(scope, receive, send)  # the common case: no scan
+            return
+        literal, templated = _methods_of_path(scope)
+        if (literal and "{" in self.path_format) or not allowed_here:
+            allowed = sorted(literal or templated or self.methods or ())
+            response = ErrorResponse(
+                {
+                    "detail": f"{shown(scope['method'], 20)} is not a method of this path — "
+                    f"use {', '.join(allowed)}",
+                    "code": "method_not_allowed",
+                },
+                status_code=405,
+                headers={"Allow": ", ".join(allowed)},
+            )
+            await response(scope, receive, send)
+            return
+        await super().handle(scope, receive, send)
 
-def error_responses(*errors: type[VoltroError]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses=`` entries documenting which errors a route may answer."""
+
+@functools.cache
+def _compiled(template: str) -> re.Pattern[str]:
+    return compile_path(template)[0]
+
+
+def _methods_of_path(scope: Scope) -> tuple[set[str], set[str]]:
+    """The methods the app's routes take at the request's path: those of routes that name it
+    literally, and those of routes whose template matches it."""
+    router = scope.get("router")
+    routes: Iterable[Any] = getattr(router, "routes", ())
+    if iter_route_contexts is not None:  # FastAPI that keeps included routers whole
+        routes = iter_route_contexts(list(routes))
+    path = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    literal: set[str] = set()
+    templated: set[str] = set()
+    for route in routes:
+        template, taken = getattr(route, "path_format", None), getattr(route, "methods", None)
+        if template and taken and _compiled(template).match(path):
+            (templated if "{" in template else literal).update(taken)
+    return literal, templated
+
+
+class ErrorBody(BaseModel):
+    """Every refusal of these routes: ``detail`` the sentence (what happened and the fix),
+    ``code`` stable for machines, and the facts of some codes beside them (``variable``,
+    ``field``, ``runId``, ``limitBytes``, ``errors``…)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+
+    detail: str = Field(description="What happened and the fix, for people.")
+    code: str = Field(description="Stable, for machines: e.g. unauthorized, forbidden_role, "
+                      "schedule_not_found, invalid_request, store_unavailable.")  # fmt: skip
+
+
+VALIDATION_DESCRIPTION = (
+    "invalid_request: a parameter, header or body the route refuses (`errors` names each field)"
+)
+
+
+def error_responses(
+    *errors: type[VoltroError], validation: bool = True
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries documenting which errors a route may answer, each with
+    the :class:`ErrorBody` schema. ``validation``: the route takes parameters or a body, so
+    FastAPI's own refusal (``422 invalid_request``, in the same shape) is documented too."""
     out: dict[int | str, dict[str, Any]] = {}
+    if validation:
+        out[422] = {"model": ErrorBody, "description": VALIDATION_DESCRIPTION}
     for error in errors:
         for cls, status, code in ERROR_STATUS:
             if issubclass(error, cls):
-                entry = out.setdefault(status, {"description": ""})
+                entry = out.setdefault(status, {"model": ErrorBody, "description": ""})
                 first = (error.__doc__ or code).strip().splitlines()[0]
-                entry["description"] = "; ".join(filter(None, [entry["description"], first]))
+                line = f"{code}: {first}"
+                if line not in entry["description"]:
+                    entry["description"] = "; ".join(filter(None, [entry["description"], line]))
                 break
     return out
 

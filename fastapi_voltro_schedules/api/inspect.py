@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import WithJsonSchema
 
-from ..backfill import RangePlan, RangeSummary, parse_instant
+from ..backfill import RangePlan, RangeSummary, check_limit, parse_instant
 from ..clock import iso_z
 from ..enums import TriggerMode
 from ..errors import (
@@ -25,15 +26,24 @@ from ..errors import (
     InvalidQueryError,
     PauseRequestError,
     PayloadTooLargeError,
+    RunNowBusyError,
     ScheduleNotFoundError,
     SchedulePausedError,
-    SchedulerNotRunningError,
+    SchedulerShuttingDownError,
     StoreUnavailableError,
     VoltroError,
 )
 from ..logs import logger
 from ..runtime_schedules import RUNTIME_SOURCE
-from .auth import InspectAuth, OperatorAuth, OperatorRole, engine_of, scheduling_of
+from .auth import (
+    OPERATOR_ERRORS,
+    READ_ERRORS,
+    InspectAuth,
+    OperatorAuth,
+    OperatorRole,
+    engine_of,
+    scheduling_of,
+)
 from .errors import (
     MAX_BODY_BYTES,
     VoltroRoute,
@@ -43,6 +53,9 @@ from .errors import (
     status_of,
 )
 from .inspect_models import (
+    CURSOR_PATTERN,
+    MAX_CURSOR_CHARS,
+    STATUS_FILTER_PATTERN,
     BackfillRequest,
     FireAnswer,
     InspectRunView,
@@ -60,6 +73,8 @@ from .inspect_models import (
     decode_cursor,
     encode_cursor,
     parse_statuses,
+    query_instant,
+    range_instant,
 )
 
 if TYPE_CHECKING:
@@ -68,15 +83,17 @@ if TYPE_CHECKING:
     from ..records import RunRecord
     from ..scheduling import Scheduling
 
-router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth], tags=["voltro inspect"])
+router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth])
 
 INSPECT_PREFIX = "/_voltro/inspect/schedules"
 
 
 @router.get(
     INSPECT_PREFIX,
+    operation_id="listSchedules",
     summary="Schedules, effective coordination, next firing, last run, pause",
     response_model=ScheduleList,
+    responses=error_responses(StoreUnavailableError, *READ_ERRORS, validation=False),
 )
 async def list_schedules(request: Request) -> ScheduleList:
     scheduling = scheduling_of(request)
@@ -141,31 +158,49 @@ def schedule_view(
 
 @router.get(
     f"{INSPECT_PREFIX}/runs",
+    operation_id="listRuns",
     summary="Firing history, newest first, filtered by schedule and status, paged by cursor",
     response_model=RunPage,
-    responses=error_responses(ScheduleNotFoundError, InvalidQueryError),
+    responses=error_responses(
+        ScheduleNotFoundError, InvalidQueryError, StoreUnavailableError, *READ_ERRORS
+    ),
 )
 async def list_runs(
     request: Request,
-    name: Annotated[str | None, Query(description="One schedule; all when omitted.")] = None,
+    # Each optional parameter's schema is given whole: FastAPI would publish `str | None` as
+    # nullable, and a query parameter has no null, only absent.
+    name: Annotated[
+        str | None,
+        Query(description="One schedule; all when omitted."),
+        WithJsonSchema({"type": "string"}),
+    ] = None,
     status: Annotated[
         list[str] | None,
         Query(
             description="queued|running|succeeded|failed|skipped|missed; repeat the "
-            "parameter or separate with commas."
+            "parameter or separate with commas (empty: no filter)."
+        ),
+        WithJsonSchema(
+            {"type": "array", "items": {"type": "string", "pattern": STATUS_FILTER_PATTERN}}
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[
-        str | None, Query(description="The nextCursor of the previous page (opaque).")
+        str | None,
+        Query(
+            description="The nextCursor of the previous page (empty or omitted: the newest page)."
+        ),
+        WithJsonSchema(
+            {"type": "string", "pattern": CURSOR_PATTERN, "maxLength": MAX_CURSOR_CHARS}
+        ),
     ] = None,
     before: Annotated[
         str | None,
         Query(
             description="Older paging: only runs scheduled before this instant (ISO-8601 with "
-            "a zone).",
-            json_schema_extra={"format": "date-time"},
+            "a zone; one before 1970 or after 9000 reads as that bound)."
         ),
+        WithJsonSchema({"type": "string", "format": "date-time"}),
     ] = None,
 ) -> RunPage:
     scheduling = scheduling_of(request)
@@ -174,13 +209,10 @@ async def list_runs(
     statuses = parse_statuses(status)
     before_at: datetime | None = None
     before_id: str | None = None
-    if cursor is not None:
+    if cursor:
         before_at, before_id = decode_cursor(cursor)
     elif before is not None:
-        try:
-            before_at = parse_instant(before, "before")
-        except BackfillRequestError as error:  # the parser is the backfill's; the code is ours
-            raise InvalidQueryError(str(error)) from None
+        before_at = query_instant(before, "before")
     runs = await scheduling.running_store().list_runs(
         name, limit=limit + 1, before=before_at, before_id=before_id, statuses=statuses
     )
@@ -193,9 +225,10 @@ async def list_runs(
 
 @router.get(
     f"{INSPECT_PREFIX}/{{name}}",
+    operation_id="getSchedule",
     summary="One schedule as the listing shows it, with its definition versions",
     response_model=ScheduleDetail,
-    responses=error_responses(ScheduleNotFoundError),
+    responses=error_responses(ScheduleNotFoundError, StoreUnavailableError, *READ_ERRORS),
 )
 async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     scheduling = scheduling_of(request)
@@ -215,9 +248,18 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/fire",
     status_code=202,
+    operation_id="fireSchedule",
     summary="Run now (always runs, trigger=manual)",
     response_model=FireAnswer,
-    responses=error_responses(ScheduleNotFoundError, SchedulePausedError),
+    responses=error_responses(
+        ScheduleNotFoundError,
+        SchedulePausedError,
+        RunNowBusyError,
+        PayloadTooLargeError,
+        StoreUnavailableError,
+        SchedulerShuttingDownError,
+        *OPERATOR_ERRORS,
+    ),
     dependencies=[OperatorAuth],
 )
 async def fire(name: str, request: Request) -> FireAnswer:
@@ -229,14 +271,17 @@ async def fire(name: str, request: Request) -> FireAnswer:
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/backfill",
+    operation_id="backfillSchedule",
     summary="Range backfill: the occurrences in (from, to] `reprocess` says, in order, as "
     "manual runs",
     description="Refusals answer 409 with the count and the reason and fire nothing. Accepted "
     "ranges stream NDJSON: one `progress` line per slot fired, then a `summary` line. "
     "`reprocess` (none|failed|all, default none) says which slots that already have an "
     "outcome run again; `dryRun: true` answers one JSON object listing each slot with its "
-    "current status, and writes nothing. The body is "
-    f"at most {MAX_BODY_BYTES:,} bytes (413 above).",
+    "current status, and writes nothing. A range with `to` not after `from` holds no "
+    "occurrence: its answer is the summary alone, counting 0 (a dry run: no slot). An instant "
+    "before 1970 or after 9000 reads as that bound. The body is at most "
+    f"{MAX_BODY_BYTES:,} bytes (413 above).",
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -250,9 +295,11 @@ async def fire(name: str, request: Request) -> FireAnswer:
         **error_responses(
             BackfillRequestError,
             BackfillRefusedError,
+            SchedulePausedError,
             ScheduleNotFoundError,
             PayloadTooLargeError,
-            SchedulerNotRunningError,
+            StoreUnavailableError,
+            *OPERATOR_ERRORS,
         ),
         200: {
             "description": "NDJSON stream of progress lines, then a summary line (a dry "
@@ -267,11 +314,29 @@ async def backfill(name: str, request: Request) -> Response:
     scheduling = scheduling_of(request)
     engine_of(scheduling)  # 503 when stopped (plan_backfill would say "call this inside run")
     body = backfill_request(await read_body(request))
+    start, end = range_instant(body.start, "from"), range_instant(body.end, "to")
+    check_limit(body.limit)  # a bad limit is bad input, whatever the range holds
+    if end <= start:
+        # (from, to] holds no instant: nothing to plan, refuse or fire — but the name still
+        # has to be a schedule.
+        if scheduling.get(name) is None:
+            raise ScheduleNotFoundError(name)
+        if body.dry_run:
+            return JSONResponse(
+                {"name": name, "dryRun": True, "from": iso_z(start), "to": iso_z(end),
+                 "reprocess": body.reprocess, "count": 0, "alreadySucceeded": 0,
+                 "toRun": 0, "kept": 0, "slots": []}
+            )  # fmt: skip
+        empty = RangeSummary(schedule=name, count=0, already_succeeded=0)
+        return StreamingResponse(
+            iter([(json.dumps({"event": "summary", **_summary(empty)}) + "\n").encode()]),
+            media_type="application/x-ndjson",
+        )
     # Every refusal (a range of this schedule already running too) answers here, up front.
     plan = await scheduling.plan_backfill(
         name,
-        body.start,
-        body.end,
+        start,
+        end,
         confirm=body.confirm,
         limit=body.limit,
         reprocess=body.reprocess,
@@ -327,12 +392,15 @@ async def backfill(name: str, request: Request) -> Response:
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/pause",
+    operation_id="pauseSchedule",
     summary="Pause a schedule on every replica",
     description="Nothing fires and nothing is recorded until resumed; external arrivals answer "
     '200 {"status":"paused","runId":null}; Run now and range backfills answer 409 paused. '
     "Idempotent: pausing a paused schedule keeps its first who/when/reason.",
     response_model=PauseAnswer,
-    responses=error_responses(ScheduleNotFoundError, StoreUnavailableError),
+    responses=error_responses(
+        ScheduleNotFoundError, PayloadTooLargeError, StoreUnavailableError, *OPERATOR_ERRORS
+    ),
 )
 async def pause(
     name: str, request: Request, role: OperatorRole, body: PauseRequest | None = None
@@ -349,11 +417,14 @@ async def pause(
 
 @router.post(
     f"{INSPECT_PREFIX}/{{name}}/resume",
+    operation_id="resumeSchedule",
     summary="Resume a paused schedule from its next occurrence",
     description="The paused span is not caught up: the next occurrence fires, and neither the "
     "boot backfill nor the external missed policy replays or records the span.",
     response_model=PauseAnswer,
-    responses=error_responses(ScheduleNotFoundError, StoreUnavailableError),
+    responses=error_responses(
+        ScheduleNotFoundError, PayloadTooLargeError, StoreUnavailableError, *OPERATOR_ERRORS
+    ),
 )
 async def resume(name: str, request: Request, role: OperatorRole) -> PauseAnswer:
     scheduling = scheduling_of(request)

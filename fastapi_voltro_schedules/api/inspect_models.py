@@ -8,24 +8,32 @@ one is an API change.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
-from ..backfill import HARD_CEILING, from_iso, out_of_range
+from ..backfill import HARD_CEILING, from_iso
 from ..clock import iso_z
-from ..enums import RunStatus
+from ..definition import NAME_RE
+from ..enums import BackfillPolicy, OverlapPolicy, RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
 from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RunRecord
+from ..runtime_schedules import MAX_RUNTIME_MS_CEILING
+from ..zones import iana_zone_names
 from .edge import StorableText
-from .trigger import RUN_ID_RE, RunView
+from .trigger import RunView, within_range
 
 
 class InspectRunView(RunView):
@@ -55,10 +63,28 @@ class InspectRunView(RunView):
         )
 
 
+def _integral(value: object) -> object:
+    """``5.0`` is the integer 5 in JSON Schema (and in the JSON a client library writes)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+_Limit = Annotated[
+    int,
+    BeforeValidator(_integral),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": HARD_CEILING}),
+]
+"""A range's ``limit``: the bounds are published here and checked by the planner
+(``backfill.check_limit``), whose refusal names the ceiling."""
+
+
 class BackfillRequest(BaseModel):
     """``POST /_voltro/inspect/schedules/{name}/backfill``."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    # strict: `"confirm": 0` or `"limit": "5"` is not what the schema says, and is refused
+    # rather than read as false or 5.
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", strict=True)
 
     start: str = Field(
         alias="from",
@@ -71,9 +97,7 @@ class BackfillRequest(BaseModel):
         json_schema_extra={"format": "date-time"},
     )
     confirm: bool = Field(default=False, description="Required above 25 slots to run.")
-    limit: int | None = Field(
-        default=None, ge=1, description=f"Default 1000; at most {HARD_CEILING}."
-    )
+    limit: _Limit | None = Field(default=None, description=f"Default 1000; at most {HARD_CEILING}.")
     reprocess: Literal["none", "failed", "all"] = Field(
         default="none",
         description="Which slots that already have an outcome run again: none (only slots "
@@ -99,7 +123,9 @@ class PauseRequest(BaseModel):
     reason: StorableText | None = Field(
         default=None,
         max_length=MAX_REASON_LENGTH,
-        description="Why, for the listing and the dashboard (e.g. a ticket).",
+        description="Why, for the listing and the dashboard (e.g. a ticket). Any text but a "
+        "NUL (U+0000), which no store holds.",
+        json_schema_extra={"pattern": "^[^\\u0000]*$"},
     )
 
 
@@ -282,22 +308,61 @@ class FireAnswer(_Camel):
     scheduled_at: str = Field(description="The instant of the click.")
 
 
+RESERVED_NAME = "runs"
+"""``/_voltro/inspect/schedules/runs`` is the runs listing: ``PUT`` there is a 405, not a
+schedule named ``runs`` (which could never be read back at its own URL)."""
+NAME_PATTERN = f"^(?!{RESERVED_NAME}$){NAME_RE.pattern.removeprefix('^')}"
+"""A run-time schedule's name (``definition.NAME_RE``, but the reserved one), as the PUT's path
+parameter says."""
+
+
 class PutScheduleRequest(BaseModel):
     """``PUT /_voltro/inspect/schedules/{name}``: a run-time schedule's definition. The
-    values are checked by the scheduler (``put_schedule``), which names the field it refuses."""
+    values are checked by the scheduler (``put_schedule``), which names the field it refuses;
+    the schema says what it takes (the zones, the policies), and ``format: cron`` marks the
+    expression whose grammar no JSON Schema holds (docs/configuration.md spells it)."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
-    cron: str = Field(description='Five fields ("0 9 * * *"), or six with leading seconds.')
-    timezone: str = Field(description='An IANA zone, e.g. "Europe/Berlin".')
-    handler: str = Field(description="The name of a handler registered with define_handler.")
+    cron: str = Field(
+        description='Five fields ("0 9 * * *"), or six with leading seconds, or a macro '
+        "(@daily…): numbers within each field's range, names (MON, JAN), ranges that do not "
+        "run backwards, lists and steps.",
+        json_schema_extra={"format": "cron", "minLength": 1, "maxLength": 1000},
+    )
+    timezone: str = Field(
+        description='An IANA zone, e.g. "Europe/Berlin".',
+        json_schema_extra={"enum": list[JsonValue](sorted(iana_zone_names()))},
+    )
+    handler: str = Field(
+        description="The name of a handler registered with define_handler (the app's "
+        "OpenAPI lists them as an enum once its scheduler booted)."
+    )
     args: Any = Field(
         default=None,
         description="A JSON object handed to each firing as ctx.args (at most 16 KiB).",
+        json_schema_extra={"anyOf": [{"type": "object"}, {"type": "null"}]},
     )
-    on_overlap: str = Field(default="skip", description="skip | queue | parallel")
-    backfill: str = Field(default="skip", description="skip | latest | all")
-    max_runtime_ms: Any = Field(default=None, description="Watchdog bound (default 30 min).")
+    on_overlap: str = Field(
+        default="skip",
+        description="skip | queue | parallel",
+        json_schema_extra={"enum": [p.value for p in OverlapPolicy]},
+    )
+    backfill: str = Field(
+        default="skip",
+        description="skip | latest | all",
+        json_schema_extra={"enum": [p.value for p in BackfillPolicy]},
+    )
+    max_runtime_ms: Any = Field(
+        default=None,
+        description="Watchdog bound in milliseconds (default 30 min).",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": MAX_RUNTIME_MS_CEILING},
+                {"type": "null"},
+            ]
+        },
+    )
 
 
 def put_schedule_request(raw: bytes) -> PutScheduleRequest:
@@ -316,44 +381,73 @@ def put_schedule_request(raw: bytes) -> PutScheduleRequest:
         ) from None
 
 
+CURSOR_PATTERN = r"^(?:[0-9]{1,18}\.sr_[0-9a-f]{32})?$"
+"""A runs cursor: ``<microseconds since 1970>.<run id>`` — the last row's ``(scheduled_at,
+id)``, the keyset of the next page. Opaque to a client (pass ``nextCursor`` back unchanged),
+but every text of this shape is a page: the schema says which texts are cursors, and the
+route takes each of them."""
+MAX_CURSOR_CHARS = 54
+_CURSOR_RE = re.compile(CURSOR_PATTERN.replace("^", r"\A").replace("$", r"\Z"))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def encode_cursor(run: RunRecord) -> str:
-    """An opaque keyset cursor: the last row's ``(scheduled_at, id)``."""
-    raw = json.dumps([run.scheduled_at.isoformat(), run.id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-MAX_CURSOR_CHARS = 256
-"""A cursor this API hands out is under 110 characters (an instant and a run id, base64)."""
-_CURSOR_RE = re.compile(r"[A-Za-z0-9_-]+")
+    """The cursor of the page after ``run`` (the last row of a page)."""
+    micros = (run.scheduled_at - _EPOCH) // timedelta(microseconds=1)
+    return f"{max(micros, 0)}.{run.id}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """The ``(scheduled_at, id)`` of a cursor :func:`encode_cursor` made, or
-    :class:`InvalidQueryError` (422). Checked as strictly as it was made: URL-safe base64 of a
-    JSON pair of an ISO-8601 instant inside the instants the API takes and a run id of the
-    shape the package mints — so nothing else reaches the store's keyset query (an instant of
-    year 1 overflowed the query's conversion, a NUL in the id made Postgres fail)."""
-    try:
-        if len(cursor) > MAX_CURSOR_CHARS or _CURSOR_RE.fullmatch(cursor) is None:
-            raise ValueError
-        padded = cursor + "=" * (-len(cursor) % 4)
-        pair = json.loads(base64.urlsafe_b64decode(padded.encode()).decode("utf-8"))
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise ValueError
-        at, run_id = pair
-        if not isinstance(at, str) or not isinstance(run_id, str):
-            raise ValueError
-        instant = from_iso(at)
-        if instant.tzinfo is None or instant.utcoffset() is None or out_of_range(instant):
-            raise ValueError
-        if RUN_ID_RE.fullmatch(run_id) is None:
-            raise ValueError
-    except (ValueError, TypeError, RecursionError, binascii.Error):
+    """The ``(scheduled_at, id)`` of a cursor, or :class:`InvalidQueryError` (422) for text
+    of another shape. An instant past the ones the API names reads as that bound (nothing is
+    scheduled after it), so no text of the shape overflows the store's keyset query."""
+    if _CURSOR_RE.match(cursor) is None or not cursor:
         raise InvalidQueryError(
-            "cursor is not a cursor this API handed out — pass the nextCursor of the previous "
+            "cursor is not a cursor this API hands out — pass the nextCursor of the previous "
             "page unchanged, or omit it for the newest page"
-        ) from None
+        )
+    micros, _, run_id = cursor.partition(".")
+    try:
+        instant = within_range(_EPOCH + timedelta(microseconds=int(micros)))
+    except OverflowError:
+        instant = within_range(datetime.max.replace(tzinfo=UTC))
     return instant, run_id
+
+
+STATUS_FILTER_PATTERN = "^[, ]*(?:(?:{0})(?: *,[, ]*(?:{0}))*)?[, ]*$".format(
+    "|".join(s.value for s in RunStatus)
+)
+"""One ``status`` value: run statuses separated by commas (spaces around them allowed), or
+empty (no filter)."""
+
+
+def _instant(
+    text: str, field: str, error: type[InvalidQueryError | BackfillRequestError]
+) -> datetime:
+    try:
+        instant = from_iso(text)
+    except ValueError:
+        raise error(
+            f"{field}={shown(text)!r} is not an ISO-8601 instant — write e.g. 2026-08-10T00:00:00Z"
+        ) from None
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise error(
+            f"{field}={shown(text)} has no zone — add one (2026-08-10T00:00:00Z or "
+            "2026-08-10T02:00:00+02:00); an instant here is absolute, never server-local"
+        )
+    return within_range(instant)
+
+
+def query_instant(text: str, field: str) -> datetime:
+    """A query parameter's instant (``before``): ISO-8601 with a zone, held to the instants
+    the API takes; :class:`InvalidQueryError` (422) naming the field otherwise."""
+    return _instant(text, field, InvalidQueryError)
+
+
+def range_instant(text: str, field: str) -> datetime:
+    """A range backfill's ``from``/``to``, like :func:`query_instant` but refused as
+    :class:`BackfillRequestError` (422 invalid_backfill)."""
+    return _instant(text, field, BackfillRequestError)
 
 
 def parse_statuses(values: list[str] | None) -> list[RunStatus] | None:
@@ -396,6 +490,8 @@ def backfill_request(raw: bytes) -> BackfillRequest:
 
 
 __all__ = [
+    "NAME_PATTERN",
+    "RESERVED_NAME",
     "BackfillRequest",
     "FireAnswer",
     "InspectRunView",
@@ -413,4 +509,6 @@ __all__ = [
     "encode_cursor",
     "parse_statuses",
     "put_schedule_request",
+    "query_instant",
+    "range_instant",
 ]

@@ -13,11 +13,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from ..metrics import default_metrics
 
-router = APIRouter(tags=["voltro metrics"])
+router = APIRouter()
 
 
 @router.get(
     "/metrics",
+    operation_id="getMetrics",
     summary="Prometheus metrics (text exposition format)",
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},

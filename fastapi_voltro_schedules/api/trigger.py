@@ -20,33 +20,34 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..arrivals import Arrival, ArrivalStatus, arrivals_of, arrive
-from ..backfill import INSTANT_RANGE, from_iso, out_of_range
+from ..backfill import EARLIEST_INSTANT, LATEST_INSTANT, from_iso
 from ..clock import iso_z
 from ..errors import (
     FutureArrivalError,
     InvalidArrivalTimeError,
     NotExternallyTriggeredError,
     OffCadenceError,
+    PayloadTooLargeError,
     RunNotFoundError,
     ScheduleNotFoundError,
     StoreUnavailableError,
     TooLateArrivalError,
 )
 from ..records import RunRecord
-from .auth import TriggerAuth, scheduling_of
+from .auth import TRIGGER_ERRORS, TriggerAuth, scheduling_of
 from .errors import VoltroRoute, error_responses
 
-__all__ = ["RunView", "TriggerAnswer", "arrive", "parse_stated", "router"]
+__all__ = ["RunView", "TriggerAnswer", "arrive", "parse_stated", "router", "within_range"]
 
-router = APIRouter(route_class=VoltroRoute, tags=["voltro schedules"])
+router = APIRouter(route_class=VoltroRoute)
 
 VOLTRO_SCHEDULED_AT = "X-Voltro-Scheduled-At"
 CLOUD_SCHEDULER_SCHEDULE_TIME = "X-CloudScheduler-ScheduleTime"
@@ -113,18 +114,25 @@ class RunView(_Camel):
 
 
 def parse_stated(header: str, value: str) -> datetime:
-    """An ISO-8601 instant with an offset (``Z`` included), as sent by either header."""
+    """An ISO-8601 instant with an offset (``Z`` included), as sent by either header. One
+    outside the instants the API names (1970–9000) reads as the nearer bound: it is too late,
+    or in the future, and is refused as such — not as a malformed header."""
     try:
         stated = from_iso(value)
     except ValueError:
         raise InvalidArrivalTimeError(header, value) from None
     if stated.tzinfo is None or stated.utcoffset() is None:
         raise InvalidArrivalTimeError(header, value)
-    if out_of_range(stated):
-        raise InvalidArrivalTimeError(
-            header, value, f"is outside the instants this API takes ({INSTANT_RANGE})"
-        )
-    return stated
+    return within_range(stated)
+
+
+def within_range(instant: datetime) -> datetime:
+    """An aware ``instant`` held to the instants the API takes (the store's columns and the
+    cron arithmetic overflow past them; nothing is scheduled outside them)."""
+    try:
+        return min(max(instant, EARLIEST_INSTANT), LATEST_INSTANT)
+    except OverflowError:  # year 1 with a positive offset is before year 1 in UTC
+        return EARLIEST_INSTANT if instant.year < 1970 else LATEST_INSTANT
 
 
 def answered(arrival: Arrival) -> JSONResponse:
@@ -141,8 +149,36 @@ def answered(arrival: Arrival) -> JSONResponse:
 # -- routes ---------------------------------------------------------------------------------
 
 
+def _stated_header(name: str, description: str) -> dict[str, object]:
+    # Declared here rather than as `str | None` parameters, which FastAPI publishes as
+    # nullable: a header has no null, only absent — and a client generator would offer one.
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", "format": "date-time"},
+    }
+
+
+STATED_HEADERS = [
+    _stated_header(
+        VOLTRO_SCHEDULED_AT,
+        "The occurrence this arrival is for (ISO-8601 with offset); snapped like the arrival "
+        "time would be, and at most external_trigger_skew_ms before the app's clock. Wins "
+        "over X-CloudScheduler-ScheduleTime. An instant before 1970 or after 9000 reads as "
+        "that bound (too late, or in the future).",
+    ),
+    _stated_header(
+        CLOUD_SCHEDULER_SCHEDULE_TIME,
+        "Set by GCP Cloud Scheduler; read like X-Voltro-Scheduled-At.",
+    ),
+]
+
+
 @router.post(
     "/_voltro/schedules/{name}/trigger",
+    operation_id="triggerSchedule",
     summary="Fire an external schedule (platform schedulers call this)",
     status_code=202,
     response_model=TriggerAnswer,
@@ -155,50 +191,31 @@ def answered(arrival: Arrival) -> JSONResponse:
             FutureArrivalError,
             TooLateArrivalError,
             NotExternallyTriggeredError,
+            PayloadTooLargeError,
             StoreUnavailableError,
+            *TRIGGER_ERRORS,
         ),
-        401: {"description": "Missing or wrong bearer token"},
     },
+    openapi_extra={"parameters": STATED_HEADERS},
     dependencies=[TriggerAuth],
 )
-async def trigger_schedule(
-    name: str,
-    request: Request,
-    x_voltro_scheduled_at: Annotated[
-        str | None,
-        Header(
-            alias=VOLTRO_SCHEDULED_AT,
-            description="The occurrence this arrival is for (ISO-8601 with offset); snapped "
-            "like the arrival time would be, and at most external_trigger_skew_ms before the "
-            "app's clock. Wins over X-CloudScheduler-ScheduleTime.",
-            json_schema_extra={"format": "date-time"},
-        ),
-    ] = None,
-    x_cloudscheduler_scheduletime: Annotated[
-        str | None,
-        Header(
-            alias=CLOUD_SCHEDULER_SCHEDULE_TIME,
-            description="Set by GCP Cloud Scheduler; read like X-Voltro-Scheduled-At.",
-            json_schema_extra={"format": "date-time"},
-        ),
-    ] = None,
-) -> JSONResponse:
+async def trigger_schedule(name: str, request: Request) -> JSONResponse:
     stated: datetime | None = None
-    if x_voltro_scheduled_at is not None:
-        stated = parse_stated(VOLTRO_SCHEDULED_AT, x_voltro_scheduled_at)
-    elif x_cloudscheduler_scheduletime is not None:
-        stated = parse_stated(CLOUD_SCHEDULER_SCHEDULE_TIME, x_cloudscheduler_scheduletime)
+    voltro = request.headers.get(VOLTRO_SCHEDULED_AT)
+    cloud = request.headers.get(CLOUD_SCHEDULER_SCHEDULE_TIME)
+    if voltro is not None:
+        stated = parse_stated(VOLTRO_SCHEDULED_AT, voltro)
+    elif cloud is not None:
+        stated = parse_stated(CLOUD_SCHEDULER_SCHEDULE_TIME, cloud)
     return answered(await arrive(scheduling_of(request), name, stated))
 
 
 @router.get(
     "/_voltro/schedules/runs/{run_id}",
+    operation_id="getTriggeredRun",
     summary="One run's status (poll until terminal)",
     response_model=RunView,
-    responses={
-        **error_responses(RunNotFoundError, StoreUnavailableError),
-        401: {"description": "Missing or wrong bearer token"},
-    },
+    responses=error_responses(RunNotFoundError, StoreUnavailableError, *TRIGGER_ERRORS),
     dependencies=[TriggerAuth],
 )
 async def get_run(run_id: str, request: Request) -> JSONResponse:

@@ -10,7 +10,10 @@ role ``403``.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
+from pydantic import WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from ..errors import (
@@ -20,22 +23,27 @@ from ..errors import (
     ScheduleNotFoundError,
     StoreUnavailableError,
 )
-from .auth import InspectAuth, OperatorRole, engine_of, scheduling_of
+from .auth import OPERATOR_ERRORS, InspectAuth, OperatorRole, engine_of, scheduling_of
 from .edge import MAX_SCHEDULE_BODY_BYTES
 from .errors import ScheduleBodyRoute, error_responses, read_body
 from .inspect import INSPECT_PREFIX, schedule_view
-from .inspect_models import PutScheduleRequest, ScheduleView, put_schedule_request
+from .inspect_models import (
+    NAME_PATTERN,
+    PutScheduleRequest,
+    ScheduleView,
+    put_schedule_request,
+)
+from .router import PUT_SCHEDULE
 
 __all__ = ["router"]
 
 # ScheduleBodyRoute: the PUT's body may carry up to 16 KiB of args (the DELETE reads none)
-router = APIRouter(
-    route_class=ScheduleBodyRoute, dependencies=[InspectAuth], tags=["voltro inspect"]
-)
+router = APIRouter(route_class=ScheduleBodyRoute, dependencies=[InspectAuth])
 
 
 @router.put(
     f"{INSPECT_PREFIX}/{{name}}",
+    operation_id=PUT_SCHEDULE,
     summary="Create or replace a run-time schedule (201 created, 200 replaced)",
     description="Every replica runs it within one heartbeat, the answering one at once. An "
     "edit is a new definition version effective now: no slot its previous version ran is run "
@@ -57,11 +65,21 @@ router = APIRouter(
             DeclaredInCodeError,
             PayloadTooLargeError,
             StoreUnavailableError,
+            *OPERATOR_ERRORS,
         ),
     },
 )
 async def put_schedule(
-    name: str, request: Request, response: Response, role: OperatorRole
+    name: Annotated[
+        str,
+        Path(description="1–200 letters, digits, _ - . or :, starting with a letter or digit."),
+        # The pattern is published, and checked by put_schedule (which names the field): a
+        # look-ahead is beyond pydantic's own regex engine.
+        WithJsonSchema({"type": "string", "pattern": NAME_PATTERN}),
+    ],
+    request: Request,
+    response: Response,
+    role: OperatorRole,
 ) -> ScheduleView:
     scheduling = scheduling_of(request)
     engine_of(scheduling)  # 503 when stopped or switched off
@@ -96,10 +114,17 @@ async def put_schedule(
     f"{INSPECT_PREFIX}/{{name}}",
     status_code=204,
     response_class=Response,
+    operation_id="deleteSchedule",
     summary="Delete a run-time schedule on every replica",
     description="Nothing new fires (a firing in flight finishes); its ledger rows stay. A "
     "declared schedule answers 409 declared_in_code; an unknown name 404.",
-    responses=error_responses(ScheduleNotFoundError, DeclaredInCodeError, StoreUnavailableError),
+    responses=error_responses(
+        ScheduleNotFoundError,
+        DeclaredInCodeError,
+        PayloadTooLargeError,
+        StoreUnavailableError,
+        *OPERATOR_ERRORS,
+    ),
 )
 async def delete_schedule(name: str, request: Request, role: OperatorRole) -> Response:
     scheduling = scheduling_of(request)

@@ -91,6 +91,8 @@ def test_no_route_answers_500(api_schema: Any) -> None:
         "DELETE /_voltro/inspect/schedules/{name}",
         "GET /_voltro/dashboard",
         "GET /_voltro/health",
+        "GET /_voltro/health/live",
+        "GET /_voltro/health/ready",
         "GET /_voltro/inspect/schedules",
         "GET /_voltro/inspect/schedules/runs",
         "GET /_voltro/inspect/schedules/{name}",
