@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -61,6 +61,7 @@ async def served(
     with_handlers: bool = True,
     clock: ManualClock | None = None,
     extra: Sequence[Schedule] = (),
+    session_ms: int | None = None,
     **tokens: str | None,
 ) -> AsyncIterator[httpx.AsyncClient]:
     schedules = [
@@ -73,7 +74,8 @@ async def served(
         "schedule_trigger_token": TRIGGER,
         **tokens,
     }
-    config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings)
+    more: dict[str, int] = {} if session_ms is None else {"dashboard_session_ms": session_ms}
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings, **more)
     handlers = [tenant_report, cleanup] if with_handlers else []
     clock = ManualClock(NOW) if clock is None else clock
     scheduling = Scheduling(schedules, config=config, clock=clock, handlers=handlers)
@@ -130,6 +132,33 @@ async def test_the_read_token_signs_in_read_only(sqlite_url: str) -> None:
         # the page hides Run now from a viewer; the server refuses it whatever the page does
         fired = await client.post("/_voltro/inspect/schedules/digest/fire")
         assert fired.status_code == 403, fired.text
+
+
+async def test_the_session_cookie_has_a_max_age(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await sign_in(client, OPERATOR)
+        attributes = {part.strip().lower() for part in r.headers["set-cookie"].split(";")[1:]}
+        assert "max-age=43200" in attributes  # 12 hours by default
+        # the expiry is signed into the value too: the server ends the session, not just the
+        # browser
+        expires = int(r.cookies["voltro_session"].split(".")[1])
+        assert expires == int(NOW.timestamp()) + 43200
+
+
+async def test_the_server_ends_a_session_at_its_max_age(sqlite_url: str) -> None:
+    clock = ManualClock(NOW)
+    async with served(sqlite_url, clock=clock, session_ms=15 * 60 * 1000) as client:
+        r = await sign_in(client, READER)
+        assert "Max-Age=900" in r.headers["set-cookie"]
+        clock.set(NOW + timedelta(seconds=899))
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 200
+        clock.set(NOW + timedelta(seconds=900))
+        # the browser would have dropped it; a copy kept past Max-Age is refused all the same
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 401
+        page = await client.get(PAGE)
+        assert 'name="token"' in page.text and 'id="schedules"' not in page.text
+        assert (await sign_in(client, READER)).status_code == 303  # and signing in again works
+        assert 'id="schedules"' in (await client.get(PAGE)).text
 
 
 async def export(ctx: ScheduleContext) -> None:
