@@ -22,8 +22,8 @@ import pytest
 from support.servers import REPO, Server, free_port, uvicorn_server
 from support.waiting import HANG, wait_for
 
-from fastapi_voltro_schedules.cli.operate import retry_delays
 from fastapi_voltro_schedules.cli.output import plain_lines
+from fastapi_voltro_schedules.cli.retry import retry_delays
 
 OPERATOR = "operator-token-for-cli-script-tests"
 APP = "apps.operate_app:app"
@@ -180,15 +180,27 @@ def test_json_shapes_are_the_documented_ones(
     assert report["clean"] is True and report["rows"] >= 1
 
 
+LATE = {
+    # verb and arguments, then what its output must hold once the late app answered
+    "list": (["list", "--json"], LONG),
+    "backfill": (
+        ["backfill", "ok", "--from", "2025-12-31T00:00:00Z", "--to", "2026-01-02T00:00:00Z"],
+        "fired=1 succeeded=1",
+    ),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(LATE))
 def test_a_refused_connection_is_retried_until_the_app_is_up(
-    tmp_path: Path, env: dict[str, str]
+    tmp_path: Path, env: dict[str, str], verb: str
 ) -> None:
+    args, expected = LATE[verb]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     errors = tmp_path / "cli.err"
     with errors.open("w") as err:
         cli = subprocess.Popen(
-            command("list", "--json", "--url", url, "--retry-for", str(HANG)),
+            command(*args, "--url", url, "--retry-for", str(HANG)),
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
@@ -207,9 +219,11 @@ def test_a_refused_connection_is_retried_until_the_app_is_up(
         if cli.poll() is None:
             cli.kill()
             cli.wait()
-    assert cli.returncode == 0, errors.read_text()
-    assert LONG in {s["name"] for s in json.loads(out)["schedules"]}
-    assert f"{url} refused the connection — retrying for up to {HANG:g} s" in errors.read_text()
+    said = errors.read_text()
+    assert cli.returncode == 0, said
+    assert expected in out + said
+    assert f"{url} refused the connection — retrying for up to {HANG:g} s" in said
+    assert said.count("refused the connection") == 1  # said once, not per attempt
 
 
 def test_a_closed_port_is_reported_with_the_url_and_the_remedy(env: dict[str, str]) -> None:
@@ -224,6 +238,16 @@ def test_a_closed_port_is_reported_with_the_url_and_the_remedy(env: dict[str, st
     once = voltro(env, "list", "--url", url, "--retry-for", "0")
     assert once.returncode == 1 and "(1 attempt over 0 s)" in once.stderr
     assert "retrying" not in once.stderr and "Traceback" not in once.stderr
+
+    backfill = voltro(
+        env, "backfill", "ok", "--from", "2025-12-31T00:00:00Z", "--to", "2026-01-02T00:00:00Z",
+        "--url", url, "--retry-for", "0.5",
+    )  # fmt: skip
+    assert backfill.returncode == 1 and "Traceback" not in backfill.stderr
+    assert (
+        f"voltro schedule backfill: cannot connect to {url}: connection refused (3 attempts"
+        in backfill.stderr
+    ), backfill.stderr
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from ..cron import CronSpec
 from ..errors import ScheduleNotFoundError, VoltroError
 from .common import CliError, find_scheduling, schedule_app
 from .output import print_table
+from .retry import DEFAULT_RETRY_FOR, RetryOpt, refused, retry_delays, retrying, unreachable
 
 if TYPE_CHECKING:
     from ..scheduling import Scheduling
@@ -44,10 +45,6 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 INSPECT = "/_voltro/inspect/schedules"
 FIRE_POLL_SECONDS = 0.2
-DEFAULT_RETRY_FOR = 10.0
-"""Seconds a refused connection is retried by default: a uvicorn boot, a rolling restart."""
-FIRST_RETRY_DELAY = 0.25
-MAX_RETRY_DELAY = 2.0
 
 AppOpt = Annotated[
     str | None,
@@ -66,52 +63,12 @@ TokenOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
-RetryOpt = Annotated[
-    float,
-    typer.Option(
-        "--retry-for",
-        min=0,
-        envvar="VOLTRO_CLI_RETRY_FOR",
-        show_envvar=True,
-        help="With --url: seconds to keep retrying a refused connection (the app starting or "
-        "restarting), backing off from 0.25 s to 2 s; 0 tries once.",
-    ),
-]
 
 
 class OperateError(CliError):
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
         super().__init__(message)
         self.code = code
-
-
-def retry_delays(budget_s: float) -> list[float]:
-    """The pauses between attempts at a refused connection: 0.25 s doubling to 2 s, as many as
-    fit in ``budget_s`` (the last one cut to what is left). Pure: the plan, not the waiting."""
-    delays: list[float] = []
-    delay, left = FIRST_RETRY_DELAY, budget_s
-    while left > 1e-9:
-        delays.append(min(delay, left))
-        left -= delays[-1]
-        delay = min(delay * 2, MAX_RETRY_DELAY)
-    return delays
-
-
-def _refused(error: httpx.HTTPError) -> bool:
-    """Whether the connection was refused — the request never reached the app, so sending it
-    again (even a POST) cannot run anything twice."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, ConnectionRefusedError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _innermost(error: BaseException) -> BaseException:
-    while (inner := error.__cause__ or error.__context__) is not None:
-        error = inner
-    return error
 
 
 @dataclass
@@ -124,34 +81,21 @@ class Api:
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         delays = retry_delays(self.retry_for) if self.scheduling is None else []
+        base = str(self.http.base_url).rstrip("/")
         attempt = 0
         while True:
             try:
                 return await self.http.request(method, path, **kw)
             except httpx.ConnectError as exc:
-                base = str(self.http.base_url).rstrip("/")
-                if not _refused(exc):
-                    cause = _innermost(exc)
+                if not refused(exc) or attempt == len(delays):
                     raise OperateError(
-                        f"cannot connect to {base}: {cause} — check --url (host and port)"
-                    ) from None
-                if attempt == len(delays):
-                    tried = f"{attempt + 1} attempt{'s' if attempt else ''}"
-                    raise OperateError(
-                        f"cannot connect to {base}: connection refused ({tried} over "
-                        f"{self.retry_for:g} s) — is the app running and listening there? Start "
-                        "it (uvicorn …), check --url, or wait longer with --retry-for SECONDS"
+                        unreachable(base, exc, attempt + 1, self.retry_for)
                     ) from None
                 if attempt == 0:
-                    typer.echo(
-                        f"voltro schedule: {base} refused the connection — retrying for up to "
-                        f"{self.retry_for:g} s",
-                        err=True,
-                    )
+                    typer.echo(f"voltro schedule: {retrying(base, self.retry_for)}", err=True)
                 await asyncio.sleep(delays[attempt])
                 attempt += 1
             except httpx.HTTPError as exc:
-                base = str(self.http.base_url).rstrip("/")
                 raise OperateError(f"cannot reach {base}: {type(exc).__name__}: {exc}") from None
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:

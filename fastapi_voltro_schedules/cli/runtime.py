@@ -18,19 +18,18 @@ import typer
 
 from .common import schedule_app
 from .operate import (
-    DEFAULT_RETRY_FOR,
     EXIT_BAD_INPUT,
     INSPECT,
     AppOpt,
     JsonOpt,
     OperateError,
-    RetryOpt,
     TokenOpt,
     UrlOpt,
     _print_json,
     _run,
     connect,
 )
+from .retry import DEFAULT_RETRY_FOR, RetryOpt
 
 
 def _args(raw: str | None) -> Any:
