@@ -22,6 +22,9 @@ DEFAULT_CLAIM_RETENTION_MS = 7 * 24 * 3600 * 1000
 replica frozen for days (a suspended VM, SIGSTOP) that resumes still finds the claims of the
 slots its timer then walks over."""
 
+DEFAULT_DASHBOARD_SESSION_MS = 12 * 3600 * 1000
+"""Twelve hours: a working day signed in, not a cookie that opens the dashboard for ever."""
+
 StoreKind = Literal["memory", "sqlite", "postgres", "mysql"]
 
 
@@ -104,6 +107,13 @@ class SchedulingConfig(BaseSettings):
         default=None,
         description="Read-only bearer token(s) of the inspect routes and the dashboard: lists "
         "and runs; 403 on anything that fires or changes state. A comma-separated list rotates.",
+    )
+    dashboard_session_ms: int = Field(
+        default=DEFAULT_DASHBOARD_SESSION_MS,
+        ge=60_000,
+        description="How long a dashboard sign-in lasts: the session cookie's Max-Age, and the "
+        "expiry signed into it (the server refuses the cookie after it, whatever the browser "
+        "kept). Then the page asks for the token again.",
     )
     shutdown_grace_ms: int = Field(
         default=10_000,

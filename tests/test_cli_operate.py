@@ -63,7 +63,7 @@ def exercise(run: object) -> None:
     code, out, _ = go("list", "--json")
     assert code == 0, out
     names = {s["name"] for s in json.loads(out)["schedules"]}
-    assert names == {"ok", "boom", "berlin"}
+    assert names == {"ok", "boom", "berlin", "brokenExportToTheDataWarehouse"}
     code, out, _ = go("list")
     assert code == 0 and "berlin" in out and "Europe/Berlin" in out
 

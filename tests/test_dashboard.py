@@ -8,15 +8,18 @@ The page itself (JavaScript, the polling, the buttons) is exercised in real Chro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
+    Schedule,
     ScheduleContext,
     Scheduling,
     SchedulingConfig,
@@ -26,6 +29,7 @@ from fastapi_voltro_schedules import (
 )
 from fastapi_voltro_schedules.api.dashboard import STATIC_FILES
 from fastapi_voltro_schedules.api.dashboard import router as dashboard_router
+from fastapi_voltro_schedules.enums import Trigger
 from fastapi_voltro_schedules.testing import ManualClock
 
 NOW = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
@@ -55,10 +59,14 @@ async def served(
     *,
     base_url: str = "http://test",
     with_handlers: bool = True,
+    clock: ManualClock | None = None,
+    extra: Sequence[Schedule] = (),
+    session_ms: int | None = None,
     **tokens: str | None,
 ) -> AsyncIterator[httpx.AsyncClient]:
     schedules = [
-        define_schedule(name="digest", cron="0 9 * * *", timezone="Europe/Berlin", handler=noop)
+        define_schedule(name="digest", cron="0 9 * * *", timezone="Europe/Berlin", handler=noop),
+        *extra,
     ]
     settings: dict[str, str | None] = {
         "inspect_token": OPERATOR,
@@ -66,9 +74,11 @@ async def served(
         "schedule_trigger_token": TRIGGER,
         **tokens,
     }
-    config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings)
+    more: dict[str, int] = {} if session_ms is None else {"dashboard_session_ms": session_ms}
+    config = SchedulingConfig(database_url=sqlite_url, replica_id="pod-1", **settings, **more)
     handlers = [tenant_report, cleanup] if with_handlers else []
-    scheduling = Scheduling(schedules, config=config, clock=ManualClock(NOW), handlers=handlers)
+    clock = ManualClock(NOW) if clock is None else clock
+    scheduling = Scheduling(schedules, config=config, clock=clock, handlers=handlers)
     app = FastAPI()
     app.include_router(schedules_router)
     async with scheduling.run(app):
@@ -122,6 +132,80 @@ async def test_the_read_token_signs_in_read_only(sqlite_url: str) -> None:
         # the page hides Run now from a viewer; the server refuses it whatever the page does
         fired = await client.post("/_voltro/inspect/schedules/digest/fire")
         assert fired.status_code == 403, fired.text
+
+
+async def test_the_session_cookie_has_a_max_age(sqlite_url: str) -> None:
+    async with served(sqlite_url) as client:
+        r = await sign_in(client, OPERATOR)
+        attributes = {part.strip().lower() for part in r.headers["set-cookie"].split(";")[1:]}
+        assert "max-age=43200" in attributes  # 12 hours by default
+        # the expiry is signed into the value too: the server ends the session, not just the
+        # browser
+        expires = int(r.cookies["voltro_session"].split(".")[1])
+        assert expires == int(NOW.timestamp()) + 43200
+
+
+async def test_the_server_ends_a_session_at_its_max_age(sqlite_url: str) -> None:
+    clock = ManualClock(NOW)
+    async with served(sqlite_url, clock=clock, session_ms=15 * 60 * 1000) as client:
+        r = await sign_in(client, READER)
+        assert "Max-Age=900" in r.headers["set-cookie"]
+        clock.set(NOW + timedelta(seconds=899))
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 200
+        clock.set(NOW + timedelta(seconds=900))
+        # the browser would have dropped it; a copy kept past Max-Age is refused all the same
+        assert (await client.get("/_voltro/inspect/schedules")).status_code == 401
+        page = await client.get(PAGE)
+        assert 'name="token"' in page.text and 'id="schedules"' not in page.text
+        assert (await sign_in(client, READER)).status_code == 303  # and signing in again works
+        assert 'id="schedules"' in (await client.get(PAGE)).text
+
+
+async def export(ctx: ScheduleContext) -> None:
+    if ctx.trigger is Trigger.MANUAL:
+        raise RuntimeError("export target refused the connection")
+
+
+async def test_the_header_shows_the_newest_run_of_any_trigger(sqlite_url: str) -> None:
+    """A failed Run now after a succeeded clock-driven run: the listing (what the card's header
+    shows) names the failed one as ``newestRun``; ``lastRun`` stays the clock-driven one."""
+    clock = ManualClock(NOW)  # 11:59:30
+    job = define_schedule(name="export", cron="0 12 * * *", timezone="UTC", handler=export)
+    async with served(sqlite_url, clock=clock, extra=[job]) as client:
+        await sign_in(client, OPERATOR)
+
+        async def entry(done: Any) -> dict[str, Any] | None:
+            listing = (await client.get("/_voltro/inspect/schedules")).json()
+            (found,) = [s for s in listing["schedules"] if s["name"] == "export"]
+            return found if done(found) else None
+
+        await clock.advance(30)  # 12:00: the timer fires export, which succeeds
+        clocked = await wait_until(
+            lambda: entry(lambda s: s["newestRun"] and s["newestRun"]["terminal"]),
+            what="the clock-driven run",
+        )
+        assert clocked["lastRun"]["status"] == "succeeded"
+        assert clocked["newestRun"]["runId"] == clocked["lastRun"]["runId"]
+
+        await clock.advance(5)
+        fired = await client.post("/_voltro/inspect/schedules/export/fire")
+        assert fired.status_code == 202, fired.text
+        run_id = fired.json()["runId"]
+        shown = await wait_until(
+            lambda: entry(
+                lambda s: s["newestRun"]["runId"] == run_id and s["newestRun"]["terminal"]
+            ),
+            what="the failed Run now in the listing",
+        )
+        newest = shown["newestRun"]
+        assert (newest["status"], newest["trigger"]) == ("failed", "manual")
+        assert "export target refused the connection" in newest["error"]
+        assert shown["lastRun"]["runId"] == clocked["lastRun"]["runId"]  # still the clock's
+        detail = (await client.get("/_voltro/inspect/schedules/export")).json()
+        assert detail["newestRun"]["runId"] == run_id
+        # the page's script reads newestRun for the header badge
+        script = (await client.get(f"{PAGE}/static/dashboard.js")).text
+        assert "s.newestRun || s.lastRun" in script
 
 
 async def test_the_cookie_is_secure_under_https(sqlite_url: str) -> None:

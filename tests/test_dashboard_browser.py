@@ -4,8 +4,13 @@
 3 s) on the system clock, so the timelines show runs the engine really recorded. The first test
 signs in read-only, then as the operator, and drives the page the way a person would: click,
 read, wait. The second writes a run-time schedule through the form as the operator (create,
-edit, a refused cron, delete) and looks at it read-only. Screenshots land in
-``$VOLTRO_TEST_ARTIFACTS`` (or the test's tmp dir).
+edit, a refused cron, delete) and looks at it read-only. The last opens the example app
+(``example_app.main:app``) after a failed Run now and takes the README's screenshot.
+Screenshots land in ``$VOLTRO_TEST_ARTIFACTS`` (or the test's tmp dir); with
+``VOLTRO_TEST_WRITE_DOCS_SCREENSHOT=1`` the example app's is also written to
+``docs/dashboard.png``:
+
+    VOLTRO_TEST_WRITE_DOCS_SCREENSHOT=1 pytest tests/test_dashboard_browser.py -k readme -n 0
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from support import waiting
-from support.browser import chromium, missing
-from support.servers import Server, uvicorn_server
+from support.browser import WRITE_DOCS_SCREENSHOT, chromium, missing
+from support.servers import REPO, Server, uvicorn_server
 from support.waiting import HANG
 
 OPERATOR = "operator-token-for-the-browser-test"
@@ -610,3 +615,90 @@ def test_pause_all_banner_and_resume_all(server: Server, artifacts: Path) -> Non
             driver.save_screenshot(str(artifacts / "pause-all-failure.png"))
             raise
     assert inspect(server).json()["pauseAll"] is None
+
+
+# ---- the README's screenshot: the example app --------------------------------------------
+
+DOCS_SCREENSHOT = REPO / "docs" / "dashboard.png"
+
+
+@pytest.fixture
+def example_server(tmp_path: Path, browser_ok: None) -> Iterator[Server]:
+    env = {
+        "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'example.db'}",
+        "VOLTRO_INSPECT_TOKEN": OPERATOR,
+        "VOLTRO_INSPECT_READ_TOKEN": READER,
+        "VOLTRO_REPLICA_ID": "pod-a",
+        "VOLTRO_DEV": "",
+        "EXAMPLE_EXPORT_FAIL": "1",  # brokenExport raises, as its description says
+    }
+    with uvicorn_server("example_app.main:app", tmp_path, env, name="example") as s:
+        yield s
+
+
+def test_the_readme_screenshot_is_the_example_app(example_server: Server, artifacts: Path) -> None:
+    """The example app as a new user sees it: the heartbeat's runs, and a Run now of
+    brokenExport that failed — shown in its header (the newest run of any trigger, though no
+    clock-driven run exists yet) and at the top of its timeline."""
+    server = example_server
+    fired = httpx.post(
+        f"{server.url}/_voltro/inspect/schedules/brokenExport/fire",
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+        timeout=HANG,
+    )
+    assert fired.status_code == 202, fired.text
+    run_id = fired.json()["runId"]
+    wait_for(
+        "the failed Run now",
+        lambda: [r for r in inspect_runs(server, "brokenExport") if r["status"] == "failed"],
+    )
+    wait_for("two heartbeat runs", lambda: len(inspect_runs(server, "heartbeat")) >= 2)
+
+    with chromium(1200, 1250) as driver:
+        try:
+            shoot(driver, server, run_id, artifacts)
+        except BaseException:
+            driver.save_screenshot(str(artifacts / "example-failure.png"))
+            raise
+
+
+def shoot(driver: Any, server: Server, run_id: str, artifacts: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    sign_in(driver, server.url, OPERATOR)
+    names = [
+        c.get_attribute("data-schedule") for c in driver.find_elements(By.CSS_SELECTOR, "li.card")
+    ]
+    assert {"dailyDigest", "brokenExport", "heartbeat", "weeklyReport"} <= set(names), names
+
+    # the header: a failed Run now is what the card says, with its trigger on hover
+    export = card(driver, "brokenExport")
+    badge = export.find_element(By.CSS_SELECTOR, ".title-line .badge.status")
+    assert badge.is_displayed() and badge.text.endswith("last failed"), badge.text
+    assert badge.get_attribute("data-run-id") == run_id
+    assert badge.get_attribute("data-trigger") == "manual"
+    assert "manual run" in badge.get_attribute("title")
+
+    expand(driver, "brokenExport")
+    expand(driver, "heartbeat")
+    (failed,) = wait_for("the failed row", lambda: run_rows(driver, "brokenExport"))
+    assert (failed["id"], failed["status"], failed["how"]) == (run_id, "failed", "manual")
+    wait_for(
+        "heartbeat's runs",
+        lambda: len([r for r in run_rows(driver, "heartbeat") if r["status"] == "succeeded"]) >= 2,
+    )
+    # the error's first line, closed: the traceback would show this machine's paths
+    summary = card(driver, "brokenExport").find_element(By.CSS_SELECTOR, "li.run summary")
+    assert summary.text == "RuntimeError: export target refused the connection", summary.text
+
+    driver.execute_script("window.scrollTo(0, 0)")
+    refreshes = int(driver.find_element(By.ID, "app").get_attribute("data-refreshes"))
+    wait_for(  # a refresh after the clicks: the page as it stays, "updated just now"
+        "a refresh",
+        lambda: int(driver.find_element(By.ID, "app").get_attribute("data-refreshes")) > refreshes,
+    )
+    shot = artifacts / "dashboard-example.png"
+    driver.save_screenshot(str(shot))
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    if os.environ.get(WRITE_DOCS_SCREENSHOT) == "1":
+        DOCS_SCREENSHOT.write_bytes(shot.read_bytes())

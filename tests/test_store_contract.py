@@ -686,3 +686,25 @@ async def test_lost_claims_log_nothing(store: SQLStore, caplog: pytest.LogCaptur
     assert not await store.claim("job@2026-05-28T09:00:00", "b", T0)
     assert await store.claim_many(["job@2026-05-28T09:00:00", "job@x"], "b", T0) == {"job@x"}
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_newest_runs_take_any_trigger(store: SQLStore) -> None:
+    """The dashboard's header: a Run now newer than every clock-driven row is the newest run
+    (``last_runs`` skips it), a backfilled old slot is not."""
+    rows = [
+        run("a", T0 + timedelta(minutes=2), RunStatus.SUCCEEDED),
+        run("a", T0 + timedelta(minutes=9), RunStatus.FAILED, Trigger.MANUAL),  # Run now
+        run("b", T0 + timedelta(minutes=5), RunStatus.MISSED),
+        run("b", T0 - timedelta(days=3), RunStatus.FAILED, Trigger.MANUAL),  # a backfill
+        run("c", T0 + timedelta(hours=1), RunStatus.SUCCEEDED, Trigger.MANUAL),  # manual only
+    ]
+    await store.insert_runs(rows)
+    newest = await store.newest_runs(["a", "b", "c", "zzz"])
+    assert {k: v.id for k, v in newest.items()} == {
+        "a": rows[1].id,
+        "b": rows[2].id,
+        "c": rows[4].id,
+    }
+    assert newest["a"] == rows[1]
+    assert {k: v.id for k, v in (await store.last_runs(["a", "c"])).items()} == {"a": rows[0].id}
+    assert await store.newest_runs([]) == {}

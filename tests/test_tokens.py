@@ -145,16 +145,29 @@ def test_a_hand_edited_dev_file_with_a_short_token_is_replaced(tmp_path: object)
 
 def test_session_cookie_roundtrip_rotation_and_no_promotion() -> None:
     t = tokens(inspect_token=f"{OP_NEW},{OP_OLD}", inspect_read_token=READ_NEW)
-    op = make_session_cookie_value(Role.OPERATOR, OP_OLD)
-    read = make_session_cookie_value(Role.READ, READ_NEW)
-    assert op.startswith("operator.") and OP_OLD not in op
-    assert verify_session(op, t) is Role.OPERATOR
-    assert verify_session(read, t) is Role.READ
+    until, now = 2_000_000_000, 1_999_999_000.0
+    op = make_session_cookie_value(Role.OPERATOR, OP_OLD, until)
+    read = make_session_cookie_value(Role.READ, READ_NEW, until)
+    assert op.startswith(f"operator.{until}.") and OP_OLD not in op
+    assert verify_session(op, t, now) is Role.OPERATOR
+    assert verify_session(read, t, now) is Role.READ
     # A read token's MAC relabelled as operator is no operator session.
-    assert verify_session("operator." + read.partition(".")[2], t) is None
+    assert verify_session("operator." + read.partition(".")[2], t, now) is None
     # Signed with a token of the other role, or a token no longer configured: refused.
-    assert verify_session(make_session_cookie_value(Role.OPERATOR, READ_NEW), t) is None
+    forged = make_session_cookie_value(Role.OPERATOR, READ_NEW, until)
+    assert verify_session(forged, t, now) is None
     rotated = tokens(inspect_token=OP_NEW, inspect_read_token=READ_NEW)
-    assert verify_session(op, rotated) is None  # OP_OLD rotated out: signed out
-    for junk in ("", "operator", "admin.00", "operator.zz", "read." + "0" * 64):
-        assert verify_session(junk, t) is None
+    assert verify_session(op, rotated, now) is None  # OP_OLD rotated out: signed out
+    for junk in ("", "operator", "admin.00", "operator.zz", "read." + "0" * 64, "read.1.00"):
+        assert verify_session(junk, t, now) is None
+
+
+def test_session_cookie_expires_and_cannot_be_extended() -> None:
+    t = tokens(inspect_token=OP_NEW, inspect_read_token=READ_NEW)
+    until = 2_000_000_000
+    op = make_session_cookie_value(Role.OPERATOR, OP_NEW, until)
+    assert verify_session(op, t, until - 1) is Role.OPERATOR
+    assert verify_session(op, t, until) is None  # expired: the server refuses it
+    # a later expiry written over the signed one breaks the MAC
+    mac = op.split(".", 2)[2]
+    assert verify_session(f"operator.{until + 3600}.{mac}", t, until) is None

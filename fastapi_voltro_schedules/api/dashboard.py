@@ -6,7 +6,9 @@ inspect routes with the session cookie. Nothing is loaded from anywhere else (th
 Content-Security-Policy says so to the browser), and nothing needs building.
 
 Signing in trades an inspect token (either role) for the ``voltro_session`` cookie, which holds
-a keyed digest of the token, never the token (:mod:`.session`). The cookie is ``HttpOnly`` (no
+a keyed digest of the token, never the token, and when it expires (:mod:`.session`): it lasts
+``dashboard_session_ms`` (12 hours by default; ``Max-Age`` for the browser, the signed expiry for
+the server), then the page asks to sign in again. The cookie is ``HttpOnly`` (no
 script reads it), ``SameSite=Strict`` (no other site's form can ride it — the state-changing
 inspect routes are POSTs) and scoped to ``/_voltro``; ``Secure`` when the request came over
 https. The server enforces the role on every inspect route; the page only hides what the role
@@ -208,10 +210,14 @@ async def sign_in(request: Request) -> Response:
             "does not open the dashboard.",
             status=401,
         )
+    scheduling = scheduling_of(request)
+    max_age = max(1, scheduling.config.dashboard_session_ms // 1000)
+    expires = int(scheduling.clock.now().timestamp()) + max_age
     response = RedirectResponse(DASHBOARD, status_code=303, headers={"Cache-Control": "no-store"})
     response.set_cookie(
         SESSION_COOKIE,
-        make_session_cookie_value(role, token),
+        make_session_cookie_value(role, token, expires),
+        max_age=max_age,
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",

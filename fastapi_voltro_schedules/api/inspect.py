@@ -100,6 +100,7 @@ async def list_schedules(request: Request) -> ScheduleList:
     store = scheduling.store
     names = [s.name for s in scheduling.schedules]
     last = await store.last_runs(names) if store is not None else {}
+    newest = await store.newest_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
     fleet = pauses.fleet()
@@ -110,7 +111,7 @@ async def list_schedules(request: Request) -> ScheduleList:
         now=iso_z(now),
         pause_all=None if fleet is None else PauseView.of(fleet),
         schedules=[
-            schedule_view(scheduling, s, last.get(s.name), pauses, now)
+            schedule_view(scheduling, s, last.get(s.name), pauses, now, newest=newest.get(s.name))
             for s in scheduling.schedules
         ],
     )
@@ -122,8 +123,11 @@ def schedule_view(
     previous: RunRecord | None,
     pauses: PauseLookup,
     now: datetime,
+    *,
+    newest: RunRecord | None = None,
 ) -> ScheduleView:
-    """One schedule as the listing (and the detail route) shows it."""
+    """One schedule as the listing (and the detail route) shows it. ``previous`` is its newest
+    clock-driven run, ``newest`` its newest run of any trigger."""
     engine = scheduling.engine
     trigger = scheduling.trigger_of(schedule)
     next_firing = engine.next_firing(schedule.name) if engine is not None else None
@@ -148,6 +152,7 @@ def schedule_view(
         description=schedule.description,
         next_firing=None if next_firing is None else iso_z(next_firing),
         last_run=None if previous is None else InspectRunView.of(previous),
+        newest_run=None if newest is None else InspectRunView.of(newest),
         paused=pause is not None,
         pause=None if pause is None else PauseView.of(pause),
         source=schedule.source,
@@ -237,10 +242,16 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
         raise ScheduleNotFoundError(name)
     store = scheduling.running_store()
     last = await store.last_runs([name])
+    newest = await store.newest_runs([name])
     versions = (await store.definitions([name])).get(name, [])
     now = scheduling.clock.now()
     view = schedule_view(
-        scheduling, schedule, last.get(name), await scheduling.current_pauses(), now
+        scheduling,
+        schedule,
+        last.get(name),
+        await scheduling.current_pauses(),
+        now,
+        newest=newest.get(name),
     )
     return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])
 

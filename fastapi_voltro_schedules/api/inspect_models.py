@@ -199,6 +199,11 @@ class ScheduleView(_Camel):
         "occurrence the platform should call (external); null while paused."
     )
     last_run: InspectRunView | None = Field(description="The newest clock-driven run.")
+    newest_run: InspectRunView | None = Field(
+        description="The newest run of any trigger (a Run now or a range backfill included), "
+        "by slot: the first row of its runs list. The dashboard's header shows it, so a failed "
+        "Run now is seen.",
+    )
     paused: bool
     pause: PauseView | None = Field(description="Who paused it, when and why (null if not).")
     source: str = Field(

@@ -101,12 +101,14 @@ async def put_schedule(
     response.status_code = 201 if result.created else 200
     store = scheduling.running_store()
     last = await store.last_runs([name])
+    newest = await store.newest_runs([name])
     return schedule_view(
         scheduling,
         result.schedule,
         last.get(name),
         await scheduling.current_pauses(),
         scheduling.clock.now(),
+        newest=newest.get(name),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -18,6 +19,7 @@ from ..clock import iso_z
 from ..enums import Reprocess
 from ..migrations import redact_url
 from .common import CliError, _scrub, find_scheduling, schedule_app
+from .retry import DEFAULT_RETRY_FOR, RetryOpt, refused, retry_delays, retrying, unreachable
 from .serve import validate_app_spec
 
 if TYPE_CHECKING:
@@ -272,11 +274,14 @@ def _http_backfill(
     limit: int | None,
     reprocess: str = "none",
     dry_run: bool = False,
+    retry_for: float = DEFAULT_RETRY_FOR,
 ) -> int:
     endpoint = f"{url.rstrip('/')}/_voltro/inspect/schedules/{quote(name, safe='')}/backfill"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     reporter = _Reporter(name, start, end)
     confirm = yes
+    base = url.rstrip("/")
+    delays, attempt = retry_delays(retry_for), 0
     # The read timeout is off: one line arrives per slot, and a slot takes the handler's time.
     with httpx.Client(timeout=httpx.Timeout(30.0, read=None)) as client:
         while True:
@@ -294,6 +299,16 @@ def _http_backfill(
                     if response.status_code == 200:
                         return _consume(response, reporter)
                     response.read()
+            except httpx.ConnectError as exc:
+                # Refused: the request never reached the app (see .retry), so it is sent again.
+                if not refused(exc) or attempt == len(delays):
+                    _say(unreachable(base, exc, attempt + 1, retry_for))
+                    return EXIT_ERROR
+                if attempt == 0:
+                    _say(retrying(base, retry_for))
+                time.sleep(delays[attempt])
+                attempt += 1
+                continue
             except httpx.HTTPError as exc:
                 _say(f"cannot reach {url}: {type(exc).__name__}: {exc}")
                 return EXIT_ERROR
@@ -456,6 +471,7 @@ def schedule_backfill(
             "process against its database.",
         ),
     ] = None,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """``voltro schedule backfill`` (help text: :data:`BACKFILL_HELP`)."""
     if reprocess not in REPROCESS_CHOICES:
@@ -467,7 +483,9 @@ def schedule_backfill(
         raise typer.Exit(code=EXIT_BAD_INPUT)
     options: dict[str, Any] = {"yes": yes, "limit": limit, "reprocess": reprocess}
     if url:
-        code = _http_backfill(url, token, name, start, end, dry_run=dry_run, **options)
+        code = _http_backfill(
+            url, token, name, start, end, dry_run=dry_run, retry_for=retry_for, **options
+        )
         raise typer.Exit(code=code)
     if not app_spec:
         _say("give --url http://host:port (a running app) or --app module:attribute")

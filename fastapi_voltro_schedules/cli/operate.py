@@ -7,9 +7,12 @@ CLI then boots the app's :class:`Scheduling` against its database *without armin
 and calls the same routes in memory, as the operator (a process that can read the app's
 database needs no bearer token). One code path, so both modes answer alike.
 
-Tables for people, ``--json`` for scripts (the API's own JSON). Exit status: 0 done (``fire``:
-the run succeeded), 1 the run failed or anything else went wrong (unreachable, 401/403/503,
-409 paused), 2 bad input or an unknown schedule.
+Tables for people (plain full lines when stdout is not a terminal: :mod:`.output`), ``--json``
+for scripts (the API's own JSON; the shapes are in docs/operating.md). Over ``--url`` a refused
+connection — the app not up yet, or restarting — is retried with backoff for ``--retry-for``
+seconds, then reported naming the URL. Exit status: 0 done (``fire``: the run succeeded), 1 the
+run failed or anything else went wrong (unreachable, 401/403/503, 409 paused), 2 bad input or
+an unknown schedule.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from urllib.parse import quote
 
 import httpx
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from .. import devtokens
 from ..clock import iso_z
 from ..cron import CronSpec
 from ..errors import ScheduleNotFoundError, VoltroError
 from .common import CliError, find_scheduling, schedule_app
+from .output import print_table
+from .retry import DEFAULT_RETRY_FOR, RetryOpt, refused, retry_delays, retrying, unreachable
 
 if TYPE_CHECKING:
     from ..scheduling import Scheduling
@@ -74,12 +77,29 @@ class Api:
 
     http: httpx.AsyncClient
     scheduling: Scheduling | None = None
+    retry_for: float = DEFAULT_RETRY_FOR
+
+    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        delays = retry_delays(self.retry_for) if self.scheduling is None else []
+        base = str(self.http.base_url).rstrip("/")
+        attempt = 0
+        while True:
+            try:
+                return await self.http.request(method, path, **kw)
+            except httpx.ConnectError as exc:
+                if not refused(exc) or attempt == len(delays):
+                    raise OperateError(
+                        unreachable(base, exc, attempt + 1, self.retry_for)
+                    ) from None
+                if attempt == 0:
+                    typer.echo(f"voltro schedule: {retrying(base, self.retry_for)}", err=True)
+                await asyncio.sleep(delays[attempt])
+                attempt += 1
+            except httpx.HTTPError as exc:
+                raise OperateError(f"cannot reach {base}: {type(exc).__name__}: {exc}") from None
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            response = await self.http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            raise OperateError(f"cannot reach {self.http.base_url}: {exc}") from None
+        response = await self._send(method, path, **kw)
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -94,7 +114,9 @@ class Api:
 
 
 @asynccontextmanager
-async def connect(app: str | None, url: str | None, token: str | None) -> AsyncIterator[Api]:
+async def connect(
+    app: str | None, url: str | None, token: str | None, retry_for: float = DEFAULT_RETRY_FOR
+) -> AsyncIterator[Api]:
     if (app is None) == (url is None):
         raise OperateError("pass exactly one of --app module:app or --url URL", EXIT_BAD_INPUT)
     if url is not None:
@@ -104,7 +126,7 @@ async def connect(app: str | None, url: str | None, token: str | None) -> AsyncI
             )
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
-            yield Api(http)
+            yield Api(http, retry_for=retry_for)
         return
     assert app is not None
     from fastapi import FastAPI
@@ -147,10 +169,6 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2))
 
 
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
-
-
 def _ago(iso: str | None, now: datetime) -> str:
     if iso is None:
         return "—"
@@ -169,12 +187,17 @@ def _ago(iso: str | None, now: datetime) -> str:
 
 
 @schedule_app.command("list")
-def list_command(app: AppOpt = None, url: UrlOpt = None, token: TokenOpt = None,
-                 as_json: JsonOpt = False) -> None:  # fmt: skip
+def list_command(
+    app: AppOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
+) -> None:
     """Every schedule: cron, zone, trigger, next firing, last outcome, paused."""
 
     async def go() -> Any:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             return await api.call("GET", INSPECT)
 
     body = _run(go())
@@ -190,25 +213,31 @@ def list_command(app: AppOpt = None, url: UrlOpt = None, token: TokenOpt = None,
             + (f" — until {fleet['until']}" if fleet["until"] else " — until resumed")
             + " (voltro schedule resume --all)"
         )
-    table = Table(title=f"schedules — coordination {body['coordination']}")
-    for column in ("name", "cron", "zone", "trigger", "next", "last", "paused"):
-        table.add_column(column)
+    rows = []
     for s in body["schedules"]:
         last = s["lastRun"]
         pause = s["pause"]
-        table.add_row(
-            s["name"],
-            s["cron"],
-            s["timezone"],
-            s["trigger"],
-            "—" if s["nextFiring"] is None else f"{s['nextFiring']} ({_ago(s['nextFiring'], now)})",
-            "—" if last is None else f"{last['status']} {_ago(last['scheduledAt'], now)}",
-            "no"
-            if pause is None
-            else f"since {pause['pausedAt']} by {pause['pausedBy']}"
-            + (f": {pause['reason']}" if pause["reason"] else ""),
+        rows.append(
+            (
+                s["name"],
+                s["cron"],
+                s["timezone"],
+                s["trigger"],
+                "—"
+                if s["nextFiring"] is None
+                else f"{s['nextFiring']} ({_ago(s['nextFiring'], now)})",
+                "—" if last is None else f"{last['status']} {_ago(last['scheduledAt'], now)}",
+                "no"
+                if pause is None
+                else f"since {pause['pausedAt']} by {pause['pausedBy']}"
+                + (f": {pause['reason']}" if pause["reason"] else ""),
+            )
         )
-    _console().print(table)
+    print_table(
+        f"schedules — coordination {body['coordination']}",
+        ("name", "cron", "zone", "trigger", "next", "last", "paused"),
+        rows,
+    )
 
 
 # ----------------------------------------------------------------------------------- runs
@@ -226,34 +255,36 @@ def runs_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """NAME's firing history, newest first."""
 
     async def go() -> Any:
         params: list[tuple[str, str | int]] = [("name", name), ("limit", limit)]
         params += [("status", s) for s in status or []]
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             return await api.call("GET", f"{INSPECT}/runs", params=params)
 
     body = _run(go())
     if as_json:
         _print_json(body)
         return
-    table = Table(title=f"runs of {name}")
-    for column in ("scheduled", "status", "trigger", "fired", "ms", "replica", "error"):
-        table.add_column(column)
+    rows = []
     for run in body["runs"]:
         error = " ".join(x for x in (run["errorTag"], run["error"]) if x)
-        table.add_row(
-            run["scheduledAt"],
-            run["status"],
-            run["trigger"],
-            run["firedAt"] or "—",
-            "—" if run["durationMs"] is None else str(run["durationMs"]),
-            run["replicaId"],
-            error[:80],
+        rows.append(
+            (
+                run["scheduledAt"],
+                run["status"],
+                run["trigger"],
+                run["firedAt"] or "—",
+                "—" if run["durationMs"] is None else str(run["durationMs"]),
+                run["replicaId"],
+                error[:80],
+            )
         )
-    _console().print(table)
+    columns = ("scheduled", "status", "trigger", "fired", "ms", "replica", "error")
+    print_table(f"runs of {name}", columns, rows)
     if not body["runs"]:
         typer.echo(f"no runs of {name} yet")
 
@@ -281,11 +312,12 @@ def fire_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """Run NAME now (trigger=manual), wait, and exit with its outcome: 0 succeeded."""
 
     async def go() -> dict[str, Any]:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             if api.scheduling is not None:
                 # In-process nothing is armed: Run now through the facade, as the route does
                 # (manual, no coordination, refused while paused), and the run executes here.
@@ -334,11 +366,12 @@ def next_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """NAME's next occurrences, in its zone and in UTC (DST-shifted ones marked)."""
 
     async def go() -> tuple[str, str, datetime]:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             body = await api.call("GET", INSPECT)
         for s in body["schedules"]:
             if s["name"] == name:
@@ -362,12 +395,11 @@ def next_command(
     if as_json:
         _print_json({"name": name, "cron": cron, "timezone": zone, "occurrences": rows})
         return
-    table = Table(title=f"{name}: {cron} ({zone})")
-    for column in (zone, "UTC", "note"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["local"], row["utc"], row["dst"] or "")
-    _console().print(table)
+    print_table(
+        f"{name}: {cron} ({zone})",
+        (zone, "UTC", "note"),
+        [(str(row["local"]), str(row["utc"]), row["dst"] or "") for row in rows],
+    )
 
 
 # ------------------------------------------------------------------------- pause / resume
@@ -408,6 +440,7 @@ def pause_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """Pause NAME (or --all: every schedule) on every replica: nothing fires or is recorded
     until resumed (or, with --all --until, until that instant)."""
@@ -416,7 +449,7 @@ def pause_command(
         raise typer.BadParameter("--until goes with --all", param_hint="--until")
 
     async def go() -> Any:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             if every:
                 body: dict[str, Any] = {"reason": reason}
                 if until is not None:
@@ -448,13 +481,14 @@ def resume_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """Resume NAME (or --all: end the fleet-wide pause) from the next occurrence (the paused
     span is not caught up; with --all, schedules paused on their own stay paused)."""
     _one_or_all(name, every, "resume")
 
     async def go() -> Any:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             if every:
                 return await api.call("POST", RESUME_ALL)
             assert name is not None

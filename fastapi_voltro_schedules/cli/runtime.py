@@ -29,6 +29,7 @@ from .operate import (
     _run,
     connect,
 )
+from .retry import DEFAULT_RETRY_FOR, RetryOpt
 
 
 def _args(raw: str | None) -> Any:
@@ -64,6 +65,7 @@ def put_command(
     url: UrlOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """Create or replace the run-time schedule NAME (every replica runs it within a
     heartbeat)."""
@@ -80,7 +82,7 @@ def put_command(
             body["args"] = _args(args)
         if max_runtime_ms is not None:
             body["maxRuntimeMs"] = max_runtime_ms
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             return await api.call("PUT", f"{INSPECT}/{quote(name, safe='')}", json=body)
 
     view = _run(go())
@@ -97,11 +99,12 @@ def delete_command(
     app: AppOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
+    retry_for: RetryOpt = DEFAULT_RETRY_FOR,
 ) -> None:
     """Delete the run-time schedule NAME on every replica (a firing in flight finishes)."""
 
     async def go() -> None:
-        async with connect(app, url, token) as api:
+        async with connect(app, url, token, retry_for) as api:
             await api.call("DELETE", f"{INSPECT}/{quote(name, safe='')}")
 
     _run(go())

@@ -330,6 +330,12 @@ class Store(abc.ABC):
         """:meth:`last_run` for many schedules in one query; names without a row are absent."""
 
     @abc.abstractmethod
+    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        """Each name's run with the newest ``scheduled_at`` (then the newest ``id``), **any**
+        trigger — a Run now or a range backfill included: the first row of its runs list. One
+        query per chunk of names; names without a row are absent."""
+
+    @abc.abstractmethod
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:

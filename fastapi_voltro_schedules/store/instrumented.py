@@ -520,6 +520,9 @@ class InstrumentedStore(Store):
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         return await self._counted("last_runs", self._inner.last_runs(names))
 
+    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        return await self._counted("newest_runs", self._inner.newest_runs(names))
+
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:

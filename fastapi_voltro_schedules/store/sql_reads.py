@@ -6,9 +6,9 @@ rows, so no replica's clock decides whether another replica's run is abandoned.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -16,6 +16,9 @@ from ..enums import RunStatus, Trigger
 from . import statements as q
 from .base import RunRecord
 from .sql_connections import SQLConnections, aware
+
+if TYPE_CHECKING:
+    from sqlalchemy.sql.selectable import TextualSelect
 
 
 class SQLReads(SQLConnections):
@@ -79,10 +82,21 @@ class SQLReads(SQLConnections):
         return (await self.last_runs([name])).get(name)
 
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        return await self._newest_per_name("last_runs", q.last_runs, names)
+
+    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
+        return await self._newest_per_name("newest_runs", q.newest_runs, names)
+
+    async def _newest_per_name(
+        self,
+        operation: str,
+        statement: Callable[[str], TextualSelect],
+        names: Collection[str],
+    ) -> dict[str, RunRecord]:
         if not names:
             return {}
         dialect = self.engine.dialect.name
-        stmt = q.last_runs(dialect)
+        stmt = statement(dialect)
         ordered = list(dict.fromkeys(names))
         found: dict[str, RunRecord] = {}
         # chunked: one statement per NAME_CHUNK names, so 10,000 schedules never make one
@@ -95,7 +109,7 @@ class SQLReads(SQLConnections):
                     record = RunRecord.from_row(row._mapping)
                     found[record.name] = record
 
-            await self._attempt("last_runs", work, write=False)
+            await self._attempt(operation, work, write=False)
         return found
 
     async def live_runs(

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 CHROMIUM = os.environ.get("VOLTRO_TEST_CHROMIUM", "/usr/bin/chromium")
+WRITE_DOCS_SCREENSHOT = "VOLTRO_TEST_WRITE_DOCS_SCREENSHOT"
+"""Set to 1: the example app's screenshot test also writes ``docs/dashboard.png`` (the README's)."""
 CHROMEDRIVER = os.environ.get("VOLTRO_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 

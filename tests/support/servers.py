@@ -76,9 +76,11 @@ def uvicorn_server(
     name: str = "server",
     ready_path: str = "/openapi.json",
     timeout: float = HANG,
+    port: int | None = None,
 ) -> Iterator[Server]:
-    """``python -m uvicorn <app>`` on a free port; waits until it answers, stops it after."""
-    port = free_port()
+    """``python -m uvicorn <app>`` on ``port`` (a free one by default); waits until it answers,
+    stops it after."""
+    port = free_port() if port is None else port
     log_path = tmp_path / f"{name}.log"
     full_env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}", **(env or {})}
     with log_path.open("w") as log:

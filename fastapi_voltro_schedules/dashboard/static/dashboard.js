@@ -344,11 +344,17 @@
     setClass(r.trigger, `badge badge-trigger-${s.trigger}`);
     r.trigger.setAttribute("data-trigger", s.trigger);
     r.paused.hidden = !pause;
-    if (s.lastRun) {
+    // The newest run of any trigger: a Run now that failed is what the reader must see, even
+    // while the last clock-driven run succeeded (lastRun, kept for older servers).
+    const last = s.newestRun || s.lastRun;
+    if (last) {
       r.last.hidden = false;
-      setText(r.last, `last ${s.lastRun.status}`);
-      setClass(r.last, `badge status status-${s.lastRun.status}`);
-      r.last.title = `last scheduled run: ${s.lastRun.status}, slot ${s.lastRun.scheduledAt}`;
+      setText(r.last, `last ${last.status}`);
+      setClass(r.last, `badge status status-${last.status}`);
+      r.last.dataset.runId = last.runId;
+      r.last.dataset.trigger = last.trigger;
+      const how = last.trigger === "manual" ? "manual run" : `${last.trigger} run`;
+      r.last.title = `last run (${how}): ${last.status}, slot ${last.scheduledAt}`;
     } else r.last.hidden = true;
     const runtime = s.source === "runtime";
     r.runtime.hidden = !runtime;

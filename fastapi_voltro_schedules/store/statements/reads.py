@@ -169,6 +169,17 @@ def last_runs(dialect_name: str) -> TextualSelect:
 
     One parameter, ``:names`` — build it with :func:`last_runs_params`.
     """
+    return _newest_per_name(dialect_name, clock_only=True)
+
+
+@cache
+def newest_runs(dialect_name: str) -> TextualSelect:
+    """The newest row of each name, any trigger: :func:`last_runs` without the trigger filter,
+    so the probe stops at the first index entry. Same ``:names`` parameter."""
+    return _newest_per_name(dialect_name, clock_only=False)
+
+
+def _newest_per_name(dialect_name: str, *, clock_only: bool) -> TextualSelect:
     table = runs_table.name
     clock = ", ".join(f"'{t.value}'" for t in CLOCK_TRIGGERS)
     columns = ", ".join(f'r."{c.name}"' for c in runs_table.c)
@@ -179,8 +190,9 @@ def last_runs(dialect_name: str) -> TextualSelect:
         hint = f" FORCE INDEX ({BY_NAME_INDEX})"  # see _force_index
     else:
         trigger = 'p."trigger"'
+    only = f" AND {trigger} IN ({clock})" if clock_only else ""
     pick = (
-        f"SELECT p.id FROM {table} AS p{hint} WHERE p.name = n.name AND {trigger} IN ({clock}) "
+        f"SELECT p.id FROM {table} AS p{hint} WHERE p.name = n.name{only} "
         "ORDER BY p.scheduled_at DESC, p.id DESC LIMIT 1"
     )
     sql = (
