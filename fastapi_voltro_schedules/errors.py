@@ -272,6 +272,12 @@ class PauseRequestError(VoltroError, ValueError):
     """A pause request cannot be used (an ``until`` that is not a later instant)."""
 
 
+class PauseUntilPassedError(PauseRequestError):
+    """``until`` is not after the app's clock: the window named has already ended. A request
+    that is well formed but conflicts with the present (409), like an arrival stating a time
+    that has not come — a client cannot tell it from the schema."""
+
+
 class InvalidQueryError(VoltroError, ValueError):
     """An inspect route's query parameter (``status``, ``cursor``) cannot be used."""
 

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .errors import PauseRequestError, StoreUnavailableError
+from .errors import PauseUntilPassedError, StoreUnavailableError
 from .logs import logger
 from .records import ALL_SCHEDULES
 
@@ -349,10 +349,10 @@ class Pauses(PauseView):
     ) -> PauseRecord:
         """Pause every schedule cluster-wide — until resumed, or until ``until`` (after which
         every replica fires again by itself). A window in force keeps its who/when/why and
-        takes the new ``until``. :class:`PauseRequestError` for an ``until`` not after now."""
+        takes the new ``until``. :class:`PauseUntilPassedError` for an ``until`` not after now."""
         now = self.clock.now()
         if until is not None and until <= now:
-            raise PauseRequestError(
+            raise PauseUntilPassedError(
                 f"until={until.isoformat()} is not after now ({now.isoformat()}) — name a "
                 "later instant, or leave it out to pause until resumed"
             )

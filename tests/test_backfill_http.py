@@ -171,7 +171,8 @@ def test_limits_bad_input_unknown_names_and_tokens(sqlite_app: App) -> None:
         assert empty.status_code == 200, empty.text
         assert [json.loads(line) for line in empty.text.splitlines()] == [
             {"event": "summary", "name": NAME, "count": 0, "alreadySucceeded": 0,
-             "fired": 0, "succeeded": 0, "failed": 0}
+             "fired": 0, "succeeded": 0, "failed": 0, "reprocess": "none", "toRun": 0,
+             "kept": 0, "taken": 0}
         ]  # fmt: skip
     # Bad ranges: 422 with the reason.
     for start, end, words in [

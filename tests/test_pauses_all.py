@@ -212,7 +212,7 @@ async def test_resume_all_ends_the_window_and_a_restart_does_not_replay_it(
         assert again.json()["pause"]["reason"] == "window"
         assert again.json()["pause"]["until"] == "2026-06-01T13:00:00.000Z"
         past = await client.post(PAUSE_ALL, headers=AUTH, json={"until": "2026-06-01T12:00Z"})
-        assert past.status_code == 422 and past.json()["code"] == "invalid_pause"
+        assert past.status_code == 409 and past.json()["code"] == "until_passed"
         assert "until=" in past.json()["detail"]
         zoneless = await client.post(PAUSE_ALL, headers=AUTH, json={"until": "2026-06-01T13:00"})
         assert zoneless.status_code == 422 and "has no zone" in zoneless.json()["detail"]

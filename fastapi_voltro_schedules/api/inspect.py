@@ -25,6 +25,7 @@ from ..errors import (
     BackfillStoppedError,
     InvalidQueryError,
     PauseRequestError,
+    PauseUntilPassedError,
     PayloadTooLargeError,
     RunNowBusyError,
     ScheduleNotFoundError,
@@ -99,8 +100,10 @@ async def list_schedules(request: Request) -> ScheduleList:
     scheduling = scheduling_of(request)
     store = scheduling.store
     names = [s.name for s in scheduling.schedules]
-    last = await store.last_runs(names) if store is not None else {}
+    # newest first: a row only moves forward, so the clock-driven run read after it is at least
+    # as far along — never "running" beside a newest run that already shows it ended
     newest = await store.newest_runs(names) if store is not None else {}
+    last = await store.last_runs(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
     fleet = pauses.fleet()
@@ -241,8 +244,8 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     if schedule is None:
         raise ScheduleNotFoundError(name)
     store = scheduling.running_store()
+    newest = await store.newest_runs([name])  # first: see the listing
     last = await store.last_runs([name])
-    newest = await store.newest_runs([name])
     versions = (await store.definitions([name])).get(name, [])
     now = scheduling.clock.now()
     view = schedule_view(
@@ -452,6 +455,7 @@ RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
 
 @router.post(
     PAUSE_ALL_PATH,
+    operation_id="pauseAll",
     summary="Pause every schedule on every replica (a maintenance window)",
     description="Every schedule — run-time ones written during the window too — fires nothing "
     "and records nothing until resume-all, or until `until` (after which every replica fires "
@@ -460,7 +464,13 @@ RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
     "a window in force keeps its who/when/why and takes the new `until`. Schedules paused on "
     "their own stay paused after it.",
     response_model=PauseAllAnswer,
-    responses=error_responses(PauseRequestError, StoreUnavailableError),
+    responses=error_responses(
+        PauseRequestError,
+        PauseUntilPassedError,
+        PayloadTooLargeError,
+        StoreUnavailableError,
+        *OPERATOR_ERRORS,
+    ),
 )
 async def pause_all(
     request: Request, role: OperatorRole, body: PauseAllRequest | None = None
@@ -487,12 +497,13 @@ async def pause_all(
 
 @router.post(
     RESUME_ALL_PATH,
+    operation_id="resumeAll",
     summary="End the fleet-wide pause: every schedule fires from its next occurrence",
     description="The window is not caught up: neither the live timer nor the boot backfill nor "
     "the external missed policy replays or records it. Schedules paused on their own stay "
     "paused.",
     response_model=PauseAllAnswer,
-    responses=error_responses(StoreUnavailableError),
+    responses=error_responses(StoreUnavailableError, *OPERATOR_ERRORS),
 )
 async def resume_all(request: Request, role: OperatorRole) -> PauseAllAnswer:
     scheduling = scheduling_of(request)

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+BAD_INPUT_CODES = frozenset({"until_passed"})
+"""409 answers that are bad input all the same (exit 2): the request named an instant gone."""
 INSPECT = "/_voltro/inspect/schedules"
 FIRE_POLL_SECONDS = 0.2
 
@@ -101,12 +103,16 @@ class Api:
     async def call(self, method: str, path: str, **kw: Any) -> Any:
         response = await self._send(method, path, **kw)
         if response.status_code >= 400:
+            error_code = None
             try:
                 body = response.json()
                 detail = body.get("detail", body) if isinstance(body, dict) else body
+                error_code = body.get("code") if isinstance(body, dict) else None
             except ValueError:
                 detail = response.text[:300]
-            code = EXIT_BAD_INPUT if response.status_code in (404, 422) else EXIT_FAILED
+            # the caller's to fix: an unknown name, a bad field, an instant already passed
+            bad_input = response.status_code in (404, 422) or error_code in BAD_INPUT_CODES
+            code = EXIT_BAD_INPUT if bad_input else EXIT_FAILED
             raise OperateError(f"{response.status_code}: {detail}", code)
         if response.status_code == 204:
             return None

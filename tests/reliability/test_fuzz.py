@@ -99,6 +99,8 @@ def test_no_route_answers_500(api_schema: Any) -> None:
         "GET /_voltro/schedules/runs/{run_id}",
         "POST /_voltro/dashboard/session",
         "POST /_voltro/dashboard/signout",
+        "POST /_voltro/inspect/pause-all",
+        "POST /_voltro/inspect/resume-all",
         "POST /_voltro/inspect/schedules/{name}/backfill",
         "POST /_voltro/inspect/schedules/{name}/fire",
         "POST /_voltro/inspect/schedules/{name}/pause",
