@@ -44,6 +44,8 @@ OPERATION_IDS = {
     ("POST", "/_voltro/inspect/schedules/{name}/backfill"): "backfillSchedule",
     ("POST", "/_voltro/inspect/schedules/{name}/pause"): "pauseSchedule",
     ("POST", "/_voltro/inspect/schedules/{name}/resume"): "resumeSchedule",
+    ("POST", "/_voltro/inspect/pause-all"): "pauseAll",
+    ("POST", "/_voltro/inspect/resume-all"): "resumeAll",
     ("GET", "/_voltro/health/live"): "getLiveness",
     ("GET", "/_voltro/health/ready"): "getReadiness",
     ("GET", "/_voltro/health"): "getHealth",

@@ -441,6 +441,7 @@ RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
 
 @router.post(
     PAUSE_ALL_PATH,
+    operation_id="pauseAll",
     summary="Pause every schedule on every replica (a maintenance window)",
     description="Every schedule — run-time ones written during the window too — fires nothing "
     "and records nothing until resume-all, or until `until` (after which every replica fires "
@@ -449,7 +450,9 @@ RESUME_ALL_PATH = "/_voltro/inspect/resume-all"
     "a window in force keeps its who/when/why and takes the new `until`. Schedules paused on "
     "their own stay paused after it.",
     response_model=PauseAllAnswer,
-    responses=error_responses(PauseRequestError, StoreUnavailableError),
+    responses=error_responses(
+        PauseRequestError, PayloadTooLargeError, StoreUnavailableError, *OPERATOR_ERRORS
+    ),
 )
 async def pause_all(
     request: Request, role: OperatorRole, body: PauseAllRequest | None = None
@@ -476,12 +479,13 @@ async def pause_all(
 
 @router.post(
     RESUME_ALL_PATH,
+    operation_id="resumeAll",
     summary="End the fleet-wide pause: every schedule fires from its next occurrence",
     description="The window is not caught up: neither the live timer nor the boot backfill nor "
     "the external missed policy replays or records it. Schedules paused on their own stay "
     "paused.",
     response_model=PauseAllAnswer,
-    responses=error_responses(StoreUnavailableError),
+    responses=error_responses(StoreUnavailableError, *OPERATOR_ERRORS, validation=False),
 )
 async def resume_all(request: Request, role: OperatorRole) -> PauseAllAnswer:
     scheduling = scheduling_of(request)
