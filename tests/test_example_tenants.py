@@ -271,7 +271,25 @@ async def test_bad_tenants_are_refused_before_anything_is_written(sqlite_url: st
             r = await http.post("/tenants", json=body)
             assert r.status_code == 422, r.text
             assert field in r.text
-        assert (await http.patch("/tenants/99", json={"report_hour": 3})).status_code == 404
+        r = await http.patch("/tenants/99", json={"report_hour": 3})
+        assert (r.status_code, r.json()["code"]) == (404, "tenant_not_found"), r.text
+        # What the OpenAPI says, the routes keep (tests/test_openapi_contract.py fuzzes them):
+        # an hour is a JSON integer, a null is no value, every refusal is the error body.
+        x = {"name": "x", "timezone": "UTC"}
+        for method, url, sent, field in [
+            ("POST", "/tenants", {**x, "report_hour": False}, "report_hour"),
+            ("POST", "/tenants", {**x, "report_hour": "9"}, "report_hour"),
+            ("PATCH", "/tenants/99", {"report_hour": None}, "report_hour"),
+            ("PATCH", "/tenants/99", {"timezone": None}, "timezone"),
+        ]:
+            r = await http.request(method, url, json=sent)
+            assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+            assert r.json()["errors"][0]["loc"] == ["body", field], r.text
+        as_json = {"content-type": "application/json"}
+        r = await http.post("/tenants", content=b"{not json", headers=as_json)
+        assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+        r = await http.request("OPTIONS", "/tenants/99")
+        assert (r.status_code, r.headers["allow"]) == (405, "DELETE, PATCH"), r.text
         assert [s.name for s in scheduling.schedules] == []
     engine = make_engine(sqlite_url)
     try:

@@ -94,6 +94,10 @@ async def test_put_creates_then_replaces_and_the_listing_shows_the_source(sqlite
             "queue",
             60000,
         )
+        # JSON Schema's integer: 60000.0 is one too, the same bound (the fuzzer sends it).
+        again = {**BODY, "cron": "*/5 * * * *", "onOverlap": "queue", "maxRuntimeMs": 60000.0}
+        r = await http.put(URL, json=again, headers=AS_OPERATOR)
+        assert (r.status_code, r.json()["maxRuntimeMs"]) == (200, 60000), r.text
         assert replaced["lastRun"]["scheduledAt"] == "2026-06-01T10:01:00.000Z"
         assert replaced["nextFiring"] == "2026-06-01T10:05:00.000Z"
 

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-router = APIRouter(prefix="/billing")
+from ..errors import AppRoute
+
+router = APIRouter(prefix="/billing", route_class=AppRoute)
 
 
 @router.get("/health")

@@ -503,7 +503,7 @@ async def pause_all(
     "the external missed policy replays or records it. Schedules paused on their own stay "
     "paused.",
     response_model=PauseAllAnswer,
-    responses=error_responses(StoreUnavailableError, *OPERATOR_ERRORS),
+    responses=error_responses(StoreUnavailableError, *OPERATOR_ERRORS, validation=False),
 )
 async def resume_all(request: Request, role: OperatorRole) -> PauseAllAnswer:
     scheduling = scheduling_of(request)

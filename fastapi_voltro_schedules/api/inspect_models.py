@@ -20,6 +20,7 @@ from pydantic import (
     JsonValue,
     ValidationError,
     WithJsonSchema,
+    field_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -368,6 +369,15 @@ class PutScheduleRequest(BaseModel):
             ]
         },
     )
+
+    @field_validator("max_runtime_ms", mode="before")
+    @classmethod
+    def _integral(cls, value: Any) -> Any:
+        # The schema says integer, which JSON Schema reads as a number with no fraction:
+        # 262145.0 is one, and put_schedule (which takes only an int) would refuse it.
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
 
 def put_schedule_request(raw: bytes) -> PutScheduleRequest:
