@@ -80,10 +80,11 @@ async def test_a_failed_lock_refresh_and_a_failed_insert_do_not_abort_the_range(
             store = inner_store(s)
             touches = cut_before(store, "touch_claim", proxy, lambda *_: True)
             touched = count_calls(store, "touch_claim")
+            # a backfill step writes its slot's claim and row together (one door's claims)
             inserts = cut_before(
-                store, "insert_runs", proxy, lambda runs: runs[0].scheduled_at == hour(2)
+                store, "claim_and_insert", proxy, lambda runs, *_: runs[0].scheduled_at == hour(2)
             )
-            inserted = count_calls(store, "insert_runs")
+            inserted = count_calls(store, "claim_and_insert")
 
             async def refresh_fails() -> None:
                 await clock.advance(1.1)  # the lock's refresh is due: it meets the cut
