@@ -51,7 +51,7 @@ class SQLDefinitions(SQLConnections):
                 return (records[-1].effective_from if records else None), records
             # the keys first (~8x cheaper a row than a whole one); whole rows of the unknown
             keys = (await conn.execute(q.definition_keys_since_select(after))).all()
-            newest = max((k.effective_from for k in keys), default=None)
+            newest = await conn.scalar(q.newest_effective_since_select(after)) if keys else None
             wanted = sorted({k.name for k in keys if not known(k.name, k.version)})
             records = []
             for i in range(0, len(wanted), q.NAME_CHUNK):

@@ -44,6 +44,7 @@ from .definitions import (
     definitions_insert_announced,
     definitions_select,
     definitions_since_select,
+    newest_effective_since_select,
 )
 from .dialects import (
     DEFINITIONS_CHANNEL,
@@ -154,6 +155,7 @@ __all__ = [
     "last_runs_params",
     "line_lock",
     "list_runs",
+    "newest_effective_since_select",
     "newest_runs",
     "notify",
     "pause_again",
