@@ -369,6 +369,32 @@ class PutScheduleRequest(BaseModel):
             ]
         },
     )
+    retry: Any = Field(
+        default=None,
+        description='Retries within the slot: {"attempts", "backoffMs"?, "maxBackoffMs"?} '
+        "(default: the handler's own policy, else none). The schema publishes ranges whose "
+        "every combination is accepted; the scheduler also takes any backoffMs up to a week "
+        "with maxBackoffMs at least it, and refuses the rest naming retry.<field>.",
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "attempts": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "backoffMs": {"type": "integer", "minimum": 0, "maximum": 60_000},
+                        "maxBackoffMs": {
+                            "type": "integer",
+                            "minimum": 60_000,
+                            "maximum": 604_800_000,
+                        },
+                    },
+                    "required": ["attempts"],
+                    "additionalProperties": False,
+                },
+                {"type": "null"},
+            ]
+        },
+    )
 
     @field_validator("max_runtime_ms", mode="before")
     @classmethod
@@ -391,7 +417,7 @@ def put_schedule_request(raw: bytes) -> PutScheduleRequest:
         raise InvalidScheduleError(
             f"invalid schedule — {where}: {shown(item['msg'], 200)}{got} — send a JSON object "
             '{"cron", "timezone", "handler", "args"?, "onOverlap"?, "backfill"?, '
-            '"maxRuntimeMs"?}',
+            '"maxRuntimeMs"?, "retry"?}',
             field=where,
         ) from None
 

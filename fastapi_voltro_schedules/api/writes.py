@@ -94,6 +94,7 @@ async def put_schedule(
             on_overlap=body.on_overlap,
             backfill=body.backfill,
             max_runtime_ms=body.max_runtime_ms,
+            retry=body.retry,
             by=role.value,
         )
     except InvalidScheduleError as error:  # the field as the body spells it

@@ -1,0 +1,189 @@
+"""Retries within the slot (``RetryPolicy``, SPEC §7), on the manual clock: the backoff
+arithmetic, one row per slot whatever its attempts, the window that closes at the next slot,
+the overlap rules and pauses beside a pending retry, and the outcome hook."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from support.running import runs_of
+from support.waiting import wait_until
+
+from fastapi_voltro_schedules import (
+    RecordedOutcome,
+    RetryPolicy,
+    RunStatus,
+    Schedule,
+    ScheduleContext,
+    ScheduleDefinitionError,
+    Scheduling,
+    SchedulingConfig,
+    define_schedule,
+)
+from fastapi_voltro_schedules.retries import (
+    RETRY_PAUSED,
+    RETRY_WINDOW_CLOSED,
+    RetryStart,
+    plan_retry,
+    plan_retry_start,
+)
+from fastapi_voltro_schedules.testing import ManualClock
+
+T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
+
+
+@asynccontextmanager
+async def running(
+    schedules: list[Schedule],
+    url: str,
+    clock: ManualClock,
+    on_outcome: Any = None,
+    **config: Any,
+) -> AsyncIterator[Scheduling]:
+    cfg = SchedulingConfig(database_url=url, replica_id="replica-a", **config)
+    scheduling = Scheduling(schedules, config=cfg, clock=clock, on_outcome=on_outcome)
+    async with scheduling.run():
+        yield scheduling
+
+
+def minute(n: int, second: float = 0) -> datetime:
+    return datetime(2026, 6, 1, 12, n, tzinfo=UTC) + timedelta(seconds=second)
+
+
+# -- the policy and its arithmetic (pure) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("backoff_ms", "max_backoff_ms", "retry", "wait_ms"),
+    [
+        (1000, 60_000, 1, 1000),
+        (1000, 60_000, 2, 2000),
+        (1000, 60_000, 3, 4000),
+        (1000, 60_000, 7, 60_000),  # 64 s capped at 60 s
+        (1000, 5000, 4, 5000),
+        (0, 0, 5, 0),
+        (250, 600_000_000, 80, 600_000_000),  # a huge exponent is capped, not computed
+    ],
+)
+def test_backoff_doubles_from_the_first_wait_up_to_the_cap(
+    backoff_ms: int, max_backoff_ms: int, retry: int, wait_ms: int
+) -> None:
+    policy = RetryPolicy(attempts=100, backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms)
+    assert policy.backoff(retry) == timedelta(milliseconds=wait_ms)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"attempts": 0}, "attempts"),
+        ({"attempts": True}, "attempts"),
+        ({"attempts": 2.5}, "attempts"),
+        ({"attempts": 101}, "attempts"),
+        ({"attempts": 3, "backoff_ms": -1}, "backoff_ms"),
+        ({"attempts": 3, "backoff_ms": "1s"}, "backoff_ms"),
+        ({"attempts": 3, "max_backoff_ms": -5}, "max_backoff_ms"),
+        ({"attempts": 3, "backoff_ms": 5000, "max_backoff_ms": 1000}, "max_backoff_ms"),
+    ],
+)
+def test_a_bad_policy_is_refused_naming_the_field(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(ScheduleDefinitionError, match=rf"^RetryPolicy: {field}="):
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_define_schedule_refuses_a_retry_that_is_not_a_policy() -> None:
+    with pytest.raises(ScheduleDefinitionError, match=r'define_schedule\("x"\): retry=3'):
+        define_schedule(
+            name="x", cron="* * * * *", timezone="UTC", handler=_noop, retry=3  # type: ignore[arg-type]
+        )
+
+
+async def _noop(ctx: ScheduleContext) -> None:
+    return None
+
+
+def test_plan_retry_counts_attempts_and_closes_at_the_next_slot() -> None:
+    policy = RetryPolicy(attempts=3, backoff_ms=10_000, max_backoff_ms=60_000)
+    failed = minute(0, 5)
+    window = minute(1)
+    # attempt 1 failed: retry 10 s later; attempt 2: 20 s later
+    assert plan_retry(policy, 1, failed, window).retry_at == minute(0, 15)
+    assert plan_retry(policy, 2, failed, window).retry_at == minute(0, 25)
+    # attempt 3 was the last: final, with the error's own tag
+    assert plan_retry(policy, 3, failed, window) == plan_retry(None, 1, failed, window)
+    assert plan_retry(policy, 3, failed, window).tag is None
+    # a wait that would end at (or after) the next slot: final, tagged
+    late = plan_retry(policy, 2, minute(0, 40), window)
+    assert late.retry_at is None and late.tag == RETRY_WINDOW_CLOSED
+    assert "attempt 3 of 3" in late.why
+    assert plan_retry(policy, 1, minute(0, 50), window).tag == RETRY_WINDOW_CLOSED
+    assert plan_retry(policy, 1, minute(0, 49), window).retry_at == minute(0, 59)
+
+
+def test_plan_retry_start() -> None:
+    policy = RetryPolicy(attempts=3)
+    assert plan_retry_start(policy, minute(0, 10), minute(1), paused=False)[0] is RetryStart.START
+    what, tag, _ = plan_retry_start(policy, minute(0, 10), minute(1), paused=True)
+    assert (what, tag) == (RetryStart.CLOSE, RETRY_PAUSED)
+    what, tag, _ = plan_retry_start(policy, minute(1), minute(1), paused=False)
+    assert (what, tag) == (RetryStart.CLOSE, RETRY_WINDOW_CLOSED)
+
+
+# -- a scheduler on the manual clock -------------------------------------------------------
+
+
+def flaky(name: str, failures: int, calls: list[tuple[datetime, int]], **kwargs: object):
+    """A schedule every minute whose handler fails its first ``failures`` calls."""
+
+    async def handler(ctx: ScheduleContext) -> None:
+        calls.append((ctx.scheduled_at, len(calls) + 1))
+        if len(calls) <= failures:
+            raise ConnectionError(f"upstream down (call {len(calls)})")
+
+    return define_schedule(
+        name=name, cron="* * * * *", timezone="UTC", handler=handler, **kwargs  # type: ignore[arg-type]
+    )
+
+
+async def test_fails_twice_then_succeeds_one_row_three_attempts(sqlite_url: str) -> None:
+    calls: list[tuple[datetime, int]] = []
+    outcomes: list[RecordedOutcome] = []
+    schedule = flaky("flaky", 2, calls, retry=RetryPolicy(attempts=3, backoff_ms=5000))
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock, on_outcome=outcomes.append) as s:
+        await clock.advance(30)  # 12:00:00 fires; attempt 1 fails
+
+        async def pending(attempt: int) -> bool:
+            rows = await runs_of(s, "flaky")
+            return bool(rows) and rows[0].attempt == attempt and rows[0].retry_at is not None
+
+        await wait_until(lambda: pending(1), what="attempt 1 failed, retry pending")
+        (row,) = await runs_of(s, "flaky")
+        assert row.status is RunStatus.RUNNING
+        assert row.retry_at == minute(0, 5)
+        assert row.error_tag == "ConnectionError"
+        await clock.advance(4.9)
+        assert len(calls) == 1  # not before its backoff
+        await clock.advance(0.1)
+        await wait_until(lambda: pending(2), what="attempt 2 failed, retry pending")
+        (row,) = await runs_of(s, "flaky")
+        assert row.retry_at == minute(0, 15)  # 5 s, then 10 s
+        await clock.advance(10)
+
+        async def final() -> bool:
+            rows = await runs_of(s, "flaky")
+            return bool(rows) and rows[0].status.terminal
+
+        await wait_until(final, what="the slot's final outcome")
+        await wait_until(lambda: outcomes, what="the hook")
+        rows = await runs_of(s, "flaky")
+    assert len(rows) == 1
+    (row,) = rows
+    assert row.status is RunStatus.SUCCEEDED and row.attempt == 3 and row.retry_at is None
+    assert row.error_tag is None
+    assert [c[0] for c in calls] == [minute(0)] * 3
+    assert len(outcomes) == 1
+    assert outcomes[0].status is RunStatus.SUCCEEDED and outcomes[0].attempts == 3
