@@ -87,6 +87,7 @@ class Runner:
             workflows=self.workflows,
             # a copy: a handler that edits its args must not change the next firing's
             args=dict(schedule.args) if schedule.args else {},
+            attempt=run.attempt,
         )
 
     async def execute(

@@ -97,7 +97,11 @@ def test_a_bad_policy_is_refused_naming_the_field(kwargs: dict[str, object], fie
 def test_define_schedule_refuses_a_retry_that_is_not_a_policy() -> None:
     with pytest.raises(ScheduleDefinitionError, match=r'define_schedule\("x"\): retry=3'):
         define_schedule(
-            name="x", cron="* * * * *", timezone="UTC", handler=_noop, retry=3  # type: ignore[arg-type]
+            name="x",
+            cron="* * * * *",
+            timezone="UTC",
+            handler=_noop,
+            retry=3,  # type: ignore[arg-type]
         )
 
 
@@ -144,7 +148,11 @@ def flaky(name: str, failures: int, calls: list[tuple[datetime, int]], **kwargs:
             raise ConnectionError(f"upstream down (call {len(calls)})")
 
     return define_schedule(
-        name=name, cron="* * * * *", timezone="UTC", handler=handler, **kwargs  # type: ignore[arg-type]
+        name=name,
+        cron="* * * * *",
+        timezone="UTC",
+        handler=handler,
+        **kwargs,  # type: ignore[arg-type]
     )
 
 
@@ -187,3 +195,141 @@ async def test_fails_twice_then_succeeds_one_row_three_attempts(sqlite_url: str)
     assert [c[0] for c in calls] == [minute(0)] * 3
     assert len(outcomes) == 1
     assert outcomes[0].status is RunStatus.SUCCEEDED and outcomes[0].attempts == 3
+
+
+async def _rows_when(s: Scheduling, name: str, check: Any, what: str) -> list[Any]:
+    async def look() -> list[Any] | None:
+        rows = await runs_of(s, name)
+        return rows if check(rows) else None
+
+    found: list[Any] = await wait_until(look, what=what)
+    return found
+
+
+async def test_a_failure_still_failing_at_the_next_slot_is_final_before_it(
+    sqlite_url: str,
+) -> None:
+    calls: list[tuple[datetime, int]] = []
+    # 50 s backoff: attempt 2 (12:00:50) fails, and attempt 3 would wait 100 s — past 12:01
+    schedule = flaky("late", 2, calls, retry=RetryPolicy(attempts=3, backoff_ms=50_000))
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock) as s:
+        await clock.advance(30)
+        await _rows_when(s, "late", lambda r: r and r[0].retry_at, "attempt 1 pending")
+        await clock.advance(50)  # 12:00:50: attempt 2 starts, fails
+        rows = await _rows_when(s, "late", lambda r: r and r[0].status.terminal, "final")
+        # final before the next slot: the clock is still at 12:00:50
+        assert clock.now() == minute(0, 50)
+        (row,) = rows
+        assert row.status is RunStatus.FAILED and row.attempt == 2
+        assert row.error_tag == RETRY_WINDOW_CLOSED
+        assert row.error_message is not None
+        assert row.error_message.startswith("ConnectionError: upstream down (call 2)")
+        assert "next slot" in row.error_message
+        await clock.advance(10)  # 12:01: the next slot is a run of its own
+        rows = await _rows_when(s, "late", lambda r: len(r) == 2 and r[1].status.terminal, "next")
+    assert [(r.scheduled_at, r.status, r.attempt) for r in rows] == [
+        (minute(0), RunStatus.FAILED, 2),
+        (minute(1), RunStatus.SUCCEEDED, 1),
+    ]
+    assert [c[0] for c in calls] == [minute(0), minute(0), minute(1)]
+
+
+async def test_attempts_exhausted_keep_the_errors_own_tag(sqlite_url: str) -> None:
+    calls: list[tuple[datetime, int]] = []
+    schedule = flaky("always", 99, calls, retry=RetryPolicy(attempts=2, backoff_ms=1000))
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock) as s:
+        await clock.advance(30)
+        await _rows_when(s, "always", lambda r: r and r[0].retry_at, "attempt 1 pending")
+        await clock.advance(1)
+        (row,) = await _rows_when(s, "always", lambda r: r and r[0].status.terminal, "final")
+    assert (row.status, row.attempt, row.error_tag) == (RunStatus.FAILED, 2, "ConnectionError")
+    assert row.error_message == "upstream down (call 2)"
+    assert len(calls) == 2
+
+
+async def test_a_pause_ends_a_pending_retry_and_resume_replays_nothing(sqlite_url: str) -> None:
+    """Decided: a pause stops retries. A retry that comes due while its schedule is paused
+    does not start; the slot's last failure is final (``retry-paused``), and resuming replays
+    nothing — as for every other firing a pause held."""
+    calls: list[tuple[datetime, int]] = []
+    outcomes: list[RecordedOutcome] = []
+    schedule = flaky("paused", 1, calls, retry=RetryPolicy(attempts=3, backoff_ms=5000))
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock, on_outcome=outcomes.append) as s:
+        await clock.advance(30)
+        await _rows_when(s, "paused", lambda r: r and r[0].retry_at, "attempt 1 pending")
+        await s.pause("paused", by="operator", reason="maintenance")
+        await clock.advance(5)
+        (row,) = await _rows_when(s, "paused", lambda r: r and r[0].status.terminal, "final")
+        assert (row.status, row.attempt, row.error_tag) == (RunStatus.FAILED, 1, RETRY_PAUSED)
+        assert row.error_message is not None and row.error_message.startswith("ConnectionError")
+        await s.resume("paused", by="operator")
+        await clock.advance(25)  # 12:00:30: no attempt is replayed
+        await wait_until(lambda: outcomes, what="the hook")
+        assert len(calls) == 1
+        assert len(await runs_of(s, "paused")) == 1
+    assert [(o.status, o.attempts, o.error_tag) for o in outcomes] == [
+        (RunStatus.FAILED, 1, RETRY_PAUSED)
+    ]
+
+
+@pytest.mark.parametrize("overlap", ["skip", "queue"])
+async def test_a_pending_retry_holds_its_schedule_like_the_attempt_it_follows(
+    sqlite_url: str, overlap: str
+) -> None:
+    """Decided: between two attempts the slot's row stays ``running`` and holds its schedule
+    for the overlap rules. By the window rule a retry always *starts* before the next slot, so
+    the next slot only meets an attempt still running: ``skip`` records it skipped, ``queue``
+    runs it once the slot's last attempt ends (here final: its window closed)."""
+    import anyio
+
+    release = anyio.Event()
+    calls: list[datetime] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        calls.append(ctx.scheduled_at)
+        if len(calls) == 2:
+            await release.wait()  # attempt 2 runs past the next slot
+        if len(calls) <= 2:
+            raise ConnectionError(f"call {len(calls)}")
+
+    schedule = define_schedule(
+        name="held",
+        cron="* * * * *",
+        timezone="UTC",
+        handler=handler,
+        on_overlap=overlap,
+        retry=RetryPolicy(attempts=3, backoff_ms=5000),
+    )
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock) as s:
+        await clock.advance(30)
+        await _rows_when(s, "held", lambda r: r and r[0].retry_at, "attempt 1 pending")
+        await clock.advance(5)  # attempt 2 starts and blocks
+        await wait_until(lambda: len(calls) == 2, what="attempt 2 running")
+        await clock.advance(55)  # 12:01: the next slot meets attempt 2
+        if overlap == "skip":
+            rows = await _rows_when(s, "held", lambda r: len(r) == 2, "the next slot's row")
+            assert rows[1].status is RunStatus.SKIPPED
+        else:
+            assert s.engine is not None
+            await wait_until(lambda: s.engine.waiting_here(), what="the next slot queued")
+        assert calls == [minute(0), minute(0)]
+        release.set()
+        rows = await _rows_when(
+            s, "held", lambda r: len(r) == 2 and all(x.status.terminal for x in r), "settled"
+        )
+    first, second = rows
+    assert (first.status, first.attempt, first.error_tag) == (
+        RunStatus.FAILED,
+        2,
+        RETRY_WINDOW_CLOSED,
+    )
+    if overlap == "skip":
+        assert second.status is RunStatus.SKIPPED
+        assert calls == [minute(0), minute(0)]
+    else:
+        assert (second.status, second.attempt) == (RunStatus.SUCCEEDED, 1)
+        assert calls == [minute(0), minute(0), minute(1)]
