@@ -31,6 +31,7 @@ from ..enums import BackfillPolicy, OverlapPolicy, RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
 from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RunRecord
+from ..retries import RetryPolicy
 from ..runtime_schedules import MAX_RUNTIME_MS_CEILING
 from ..zones import iana_zone_names
 from .edge import StorableText
@@ -184,6 +185,24 @@ class PauseAnswer(_Camel):
     resumed_at: str | None = Field(description="When it was resumed (resume only).")
 
 
+class RetryView(_Camel):
+    """A schedule's ``RetryPolicy``: a failed run is retried within its slot."""
+
+    attempts: int = Field(description="The most attempts of one slot, the first run included.")
+    backoff_ms: int = Field(description="The wait before the first retry; it doubles after.")
+    max_backoff_ms: int = Field(description="The cap of that wait.")
+
+    @classmethod
+    def of(cls, policy: RetryPolicy | None) -> RetryView | None:
+        if policy is None:
+            return None
+        return cls(
+            attempts=policy.attempts,
+            backoff_ms=policy.backoff_ms,
+            max_backoff_ms=policy.max_backoff_ms,
+        )
+
+
 class ScheduleView(_Camel):
     """One schedule as the listing shows it."""
 
@@ -220,6 +239,9 @@ class ScheduleView(_Camel):
         description="A run-time schedule's args (each firing's ctx.args); null for a declared "
         "one. With handler and the fields above, everything a PUT of it takes: an editor "
         "prefills its form from the listing.",
+    )
+    retry: RetryView | None = Field(
+        default=None, description="How a failed run is retried within its slot (null: not)."
     )
 
 
@@ -542,6 +564,7 @@ __all__ = [
     "PauseRequest",
     "PauseView",
     "PutScheduleRequest",
+    "RetryView",
     "RunPage",
     "ScheduleList",
     "ScheduleView",
