@@ -46,6 +46,16 @@ class InspectRunView(RunView):
     replica_id: str
     heartbeat_at: str | None
     duration_ms: int | None
+    attempt: int = Field(
+        default=1,
+        description="Which attempt of the slot the row is on (1; more when a RetryPolicy "
+        "retried it within its slot — one row per slot whatever its attempts).",
+    )
+    retry_at: str | None = Field(
+        default=None,
+        description="While a running row waits between two attempts: when the next is due "
+        "(the last attempt's error is in errorTag/error).",
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> InspectRunView:
@@ -62,6 +72,8 @@ class InspectRunView(RunView):
             replica_id=run.replica_id,
             heartbeat_at=None if run.heartbeat_at is None else iso_z(run.heartbeat_at),
             duration_ms=duration,
+            attempt=run.attempt,
+            retry_at=None if run.retry_at is None else iso_z(run.retry_at),
         )
 
 

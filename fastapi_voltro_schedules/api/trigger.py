@@ -93,16 +93,6 @@ class RunView(_Camel):
         default=None,
         description="A failed run's traceback (bounded: the last frames and the exception).",
     )
-    attempt: int = Field(
-        default=1,
-        description="Which attempt of the slot the row is on (1; more when a RetryPolicy "
-        "retried it within its slot — one row per slot whatever its attempts).",
-    )
-    retry_at: str | None = Field(
-        default=None,
-        description="While a running row waits between two attempts: when the next is due "
-        "(the last attempt's error is in errorTag/error).",
-    )
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -117,8 +107,6 @@ class RunView(_Camel):
             error_tag=run.error_tag,
             error=run.error_message,
             traceback=run.error_traceback,
-            attempt=run.attempt,
-            retry_at=None if run.retry_at is None else iso_z(run.retry_at),
         )
 
 
