@@ -31,7 +31,12 @@ from fastapi_voltro_schedules.retries import (
     plan_retry,
     plan_retry_start,
 )
-from fastapi_voltro_schedules.testing import ManualClock
+from fastapi_voltro_schedules.testing import (
+    ManualClock,
+    RealTimeLimitError,
+    run_once,
+    run_retries,
+)
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
 
@@ -333,3 +338,74 @@ async def test_a_pending_retry_holds_its_schedule_like_the_attempt_it_follows(
     else:
         assert (second.status, second.attempt) == (RunStatus.SUCCEEDED, 1)
         assert calls == [minute(0), minute(0), minute(1)]
+
+
+async def test_a_timeout_is_retried_like_an_exception(sqlite_url: str) -> None:
+    import anyio
+
+    calls: list[int] = []
+
+    async def hangs_once(ctx: ScheduleContext) -> None:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            await anyio.sleep_forever()  # cut off by the watchdog (max_runtime_ms)
+
+    schedule = define_schedule(
+        name="hangs",
+        cron="* * * * *",
+        timezone="UTC",
+        handler=hangs_once,
+        max_runtime_ms=2000,
+        retry=RetryPolicy(attempts=2, backoff_ms=3000),
+    )
+    clock = ManualClock(T0)
+    async with running([schedule], sqlite_url, clock) as s:
+        await clock.advance(30)
+        await wait_until(lambda: calls == [1], what="attempt 1 running")
+        await clock.advance(2)  # past max_runtime_ms: cancelled, failed/timeout — retried
+        (row,) = await _rows_when(s, "hangs", lambda r: r and r[0].retry_at, "retry pending")
+        assert (row.error_tag, row.retry_at) == ("timeout", minute(0, 5))
+        await clock.advance(3)
+        (row,) = await _rows_when(s, "hangs", lambda r: r and r[0].status.terminal, "final")
+    assert (row.status, row.attempt, calls) == (RunStatus.SUCCEEDED, 2, [1, 2])
+
+
+# -- the testing helper --------------------------------------------------------------------
+
+
+async def test_run_retries_moves_the_manual_clock_through_each_backoff() -> None:
+    calls: list[tuple[datetime, int]] = []
+    schedule = flaky("helper", 2, calls, retry=RetryPolicy(attempts=3, backoff_ms=1000))
+    ran = await run_retries(schedule, at=minute(0))
+    assert (ran.run.status, ran.run.attempt) == (RunStatus.SUCCEEDED, 3)
+    assert ran.started == [minute(0), minute(0, 1), minute(0, 3)]
+    assert ran.waits == [timedelta(seconds=1), timedelta(seconds=2)]
+    assert [c[0] for c in calls] == [minute(0)] * 3
+    # run_once runs every attempt too (the slot's final row), instead of waiting for a clock
+    # nobody moves
+    calls.clear()
+    row = await run_once(schedule, at=minute(0))
+    assert (row.status, row.attempt, len(calls)) == (RunStatus.SUCCEEDED, 3, 3)
+
+
+async def test_run_retries_shows_the_window_closing() -> None:
+    calls: list[tuple[datetime, int]] = []
+    schedule = flaky("window", 99, calls, retry=RetryPolicy(attempts=5, backoff_ms=40_000))
+    ran = await run_retries(schedule, at=minute(0))
+    assert (ran.run.status, ran.run.attempt) == (RunStatus.FAILED, 2)
+    assert ran.run.error_tag == RETRY_WINDOW_CLOSED
+    assert ran.started == [minute(0), minute(0, 40)]
+
+
+async def test_the_helpers_name_their_real_time_limit() -> None:
+    import anyio
+
+    async def stuck(ctx: ScheduleContext) -> None:
+        await anyio.sleep(3600)  # real time: the manual clock does not end it
+
+    schedule = define_schedule(
+        name="stuck", cron="* * * * *", timezone="UTC", handler=stuck, retry=RetryPolicy(2)
+    )
+    with pytest.raises(RealTimeLimitError, match=r"run_retries\(\"stuck\"\).* 0.2 s") as info:
+        await run_retries(schedule, at=minute(0), timeout=0.2)
+    assert info.value.limit == 0.2 and isinstance(info.value, TimeoutError)
