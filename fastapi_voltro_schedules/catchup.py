@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .definition import Schedule
     from .dispatcher import Dispatcher
-    from .store import Store
+    from .store import RunRecord, Store
 
 
 async def catch_up(
@@ -170,29 +170,20 @@ async def resume_retries(
     store: Store,
     dispatcher: Dispatcher,
     schedules: Sequence[Schedule],
-    watched: Sequence[str],
+    rows: Sequence[RunRecord],
     now: datetime,
     *,
     heartbeat_ms: int,
     here: Callable[[str], bool],
 ) -> int:
-    """Take over the retries a stopped replica left pending — its silent ``running`` rows
-    with ``retry_at`` set, of the schedules this replica runs — through the door
+    """Take over the retries a stopped replica left pending — among ``rows`` (the ``running``
+    rows with ``retry_at`` set the reaper just read), the silent ones — through the door
     (:attr:`Why.RETRY`: the take-over compares the beat judged silent, so one replica gets
     each; the attempt then starts when due, unless the slot's window closed meanwhile).
     Returns how many it took. Such a row of a schedule no replica here can retry (an external
-    one, a deleted one: ``watched`` names every schedule of the app) is marked
-    ``failed/abandoned`` instead, its last failure kept in the message. ``here``: whether
-    this process beats a row."""
+    one, a deleted one) is marked ``failed/abandoned`` instead, its last failure kept in the
+    message. ``here``: whether this process beats a row."""
     by_name = {s.name: s for s in schedules if s.retry is not None}
-    names = sorted(set(watched) | set(by_name))
-    if not names:
-        return 0
-    try:
-        rows = await store.live_runs(names)
-    except StoreUnavailableError as exc:
-        logger.warning("scheduler: pending retries check failed: %s", exc)
-        return 0
     taken = 0
     for row in rows:
         if (

@@ -305,13 +305,16 @@ class Engine:
         )
 
     async def resume_retries(self) -> int:
-        """Take over the pending retries of stopped replicas (see
-        :func:`.catchup.resume_retries`); returns how many this replica took over."""
+        """Take over the pending retries of stopped replicas among the rows the reaper just
+        read (see :func:`.catchup.resume_retries`); returns how many this replica took over."""
+        pending, self.maintenance.pending_retries = self.maintenance.pending_retries, []
+        if not pending:
+            return 0
         return await resume_retries(
             self.store,
             self.dispatcher,
             self.schedules,
-            self.maintenance.watched_names,
+            pending,
             self.clock.now(),
             heartbeat_ms=self.heartbeat_ms,
             here=self.runner.watchdog.beats,

@@ -24,6 +24,9 @@ from fastapi_voltro_schedules import (
     SchedulingConfig,
     define_schedule,
 )
+from fastapi_voltro_schedules.enums import Trigger
+from fastapi_voltro_schedules.migrations import upgrade_to_head
+from fastapi_voltro_schedules.records import RunOutcome, RunRecord, new_run_id
 from fastapi_voltro_schedules.retries import (
     RETRY_PAUSED,
     RETRY_WINDOW_CLOSED,
@@ -31,6 +34,7 @@ from fastapi_voltro_schedules.retries import (
     plan_retry,
     plan_retry_start,
 )
+from fastapi_voltro_schedules.store import create_store
 from fastapi_voltro_schedules.testing import (
     ManualClock,
     RealTimeLimitError,
@@ -409,3 +413,103 @@ async def test_the_helpers_name_their_real_time_limit() -> None:
     with pytest.raises(RealTimeLimitError, match=r"run_retries\(\"stuck\"\).* 0.2 s") as info:
         await run_retries(schedule, at=minute(0), timeout=0.2)
     assert info.value.limit == 0.2 and isinstance(info.value, TimeoutError)
+
+
+# -- every store: the pending retry's writes, and one taker of a stopped replica's retry ----
+
+
+async def test_every_store_retries_within_the_slot(database_url: str) -> None:
+    await upgrade_to_head(database_url)
+    calls: list[tuple[datetime, int]] = []
+    schedule = flaky("stores", 1, calls, retry=RetryPolicy(attempts=3, backoff_ms=2000))
+    clock = ManualClock(T0)
+    async with running([schedule], database_url, clock) as s:
+        await clock.advance(30)
+        (row,) = await _rows_when(s, "stores", lambda r: r and r[0].retry_at, "pending")
+        assert (row.status, row.attempt, row.retry_at) == (RunStatus.RUNNING, 1, minute(0, 2))
+        await clock.advance(2)
+        (row,) = await _rows_when(s, "stores", lambda r: r and r[0].status.terminal, "final")
+    assert (row.status, row.attempt, row.retry_at, len(calls)) == (
+        RunStatus.SUCCEEDED,
+        2,
+        None,
+        2,
+    )
+
+
+@pytest.mark.postgres
+async def test_two_replicas_racing_for_a_stopped_replicas_retry_run_it_once(
+    postgres_url: str,
+) -> None:
+    """A ``running`` row with a retry pending whose replica stopped beating: two live replicas
+    look at once; exactly one takes it over (a compare-and-set on the beat judged silent) and
+    runs attempt 2, once."""
+    import anyio
+
+    await upgrade_to_head(postgres_url)
+    calls: list[int] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        calls.append(ctx.attempt)
+
+    def hourly() -> Schedule:
+        return define_schedule(
+            name="orphan",
+            cron="0 * * * *",
+            timezone="UTC",
+            handler=handler,
+            retry=RetryPolicy(attempts=3, backoff_ms=5000),
+        )
+
+    slot = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    store = create_store(postgres_url)
+    try:
+        await store.insert_runs(
+            [
+                RunRecord(
+                    id=new_run_id(), name="orphan", scheduled_at=slot, status=RunStatus.RUNNING,
+                    trigger=Trigger.SELF, fired_at=slot, heartbeat_at=slot + timedelta(seconds=1),
+                    replica_id="gone", error_tag="ConnectionError", error_message="down",
+                )
+            ]
+        )  # fmt: skip
+        (orphan,) = await store.list_runs("orphan")
+        assert await store.defer_run(
+            RunOutcome(
+                run_id=orphan.id,
+                status=RunStatus.FAILED,
+                finished_at=slot + timedelta(seconds=1),
+                error_tag="ConnectionError",
+                error_message="down",
+                retry_at=slot + timedelta(seconds=6),
+            ),
+            "gone",
+        )
+    finally:
+        await store.dispose()
+    # silent for 29 s, past 3 beats of 1 s: dead; the window is open until 13:00
+    at = slot + timedelta(seconds=30)
+    clocks = [ManualClock(at), ManualClock(at)]
+    configs = [
+        SchedulingConfig(
+            database_url=postgres_url, replica_id=f"live-{i}", schedule_heartbeat_ms=1000
+        )
+        for i in range(2)
+    ]
+    a = Scheduling([hourly()], config=configs[0], clock=clocks[0])
+    b = Scheduling([hourly()], config=configs[1], clock=clocks[1])
+    async with a.run(), b.run():
+        assert a.engine is not None and b.engine is not None
+
+        async def look(s: Scheduling) -> None:  # what the corpse loop does every 3 beats
+            assert s.engine is not None
+            await s.engine.maintenance.reap()
+            await s.engine.resume_retries()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(look, a)
+            tg.start_soon(look, b)
+        (row,) = await _rows_when(a, "orphan", lambda r: r and r[0].status.terminal, "final")
+    assert (row.status, row.attempt) == (RunStatus.SUCCEEDED, 2)
+    assert row.replica_id in ("live-0", "live-1")
+    assert calls == [2]
