@@ -524,7 +524,9 @@ class Dispatcher:
         (:meth:`Admitter.retry`) and the attempt go on in the background: ``await
         firing.finished()`` for the slot's final status."""
         self._can_spawn(schedule)
-        if row.replica_id != self.replica_id:
+        if row.id not in self.inflight.retrying:
+            # not held here: a stopped replica's (maybe this one's, restarted under the same
+            # replica id) — taken over on the beat judged silent before anything else
             if self.closing:
                 return self._carry_on(schedule, Firing(Admission(Verdict.UNAVAILABLE)))
             taken = await self.admitter.take_over_retry(schedule, row)
