@@ -69,8 +69,9 @@ class RetryPolicy:
     ``attempts``: the most attempts of one slot, the first run included (3: the run and two
     retries). ``backoff_ms``: the wait before the first retry; each further one doubles it —
     the ``k``-th retry waits ``min(backoff_ms * 2**(k-1), max_backoff_ms)`` after the failure
-    before it. Every field is checked here: :class:`~.errors.ScheduleDefinitionError` names
-    the field and the range it must be in."""
+    before it (a cap below ``backoff_ms`` is every wait). Every field is checked here, on its
+    own: :class:`~.errors.ScheduleDefinitionError` names the field and the range it must be
+    in."""
 
     attempts: int
     backoff_ms: int = 1000
@@ -81,13 +82,6 @@ class RetryPolicy:
         _whole("attempts", self.attempts, least=1, most=MAX_ATTEMPTS, unit="number of attempts")
         _whole("backoff_ms", self.backoff_ms, least=0, most=MAX_BACKOFF_MS, unit=ms)
         _whole("max_backoff_ms", self.max_backoff_ms, least=0, most=MAX_BACKOFF_MS, unit=ms)
-        if self.max_backoff_ms < self.backoff_ms:
-            raise _refuse(
-                "max_backoff_ms",
-                self.max_backoff_ms,
-                f"is below backoff_ms={self.backoff_ms} — the cap must be at least the first "
-                "wait; raise max_backoff_ms or lower backoff_ms",
-            )
 
     def backoff(self, retry: int) -> timedelta:
         """The wait before the ``retry``-th retry (1 for the first, after attempt 1 failed)."""

@@ -243,8 +243,13 @@ def retry_policy(name: str, value: object) -> RetryPolicy | None:
         )
     if "attempts" not in value:
         raise _refuse(name, "retry.attempts", "is required — how many attempts a slot may take")
+    # JSON Schema's integer is a number with no fraction: 3.0 is one (as the schema says)
+    fields = {
+        wire[key]: int(item) if isinstance(item, float) and item.is_integer() else item
+        for key, item in value.items()
+    }
     try:
-        return RetryPolicy(**{wire[key]: item for key, item in value.items()})
+        return RetryPolicy(**fields)
     except ScheduleDefinitionError as exc:
         said = str(exc)
         field = next((k for k, v in wire.items() if said.startswith(f"RetryPolicy: {v}=")), "")

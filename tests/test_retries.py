@@ -74,6 +74,7 @@ def minute(n: int, second: float = 0) -> datetime:
         (1000, 60_000, 3, 4000),
         (1000, 60_000, 7, 60_000),  # 64 s capped at 60 s
         (1000, 5000, 4, 5000),
+        (5000, 1000, 1, 1000),  # a cap below the first wait is every wait
         (0, 0, 5, 0),
         (250, 600_000_000, 80, 600_000_000),  # a huge exponent is capped, not computed
     ],
@@ -95,7 +96,7 @@ def test_backoff_doubles_from_the_first_wait_up_to_the_cap(
         ({"attempts": 3, "backoff_ms": -1}, "backoff_ms"),
         ({"attempts": 3, "backoff_ms": "1s"}, "backoff_ms"),
         ({"attempts": 3, "max_backoff_ms": -5}, "max_backoff_ms"),
-        ({"attempts": 3, "backoff_ms": 5000, "max_backoff_ms": 1000}, "max_backoff_ms"),
+        ({"attempts": 3, "max_backoff_ms": 604_800_001}, "max_backoff_ms"),
     ],
 )
 def test_a_bad_policy_is_refused_naming_the_field(kwargs: dict[str, object], field: str) -> None:

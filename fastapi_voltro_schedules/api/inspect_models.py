@@ -406,19 +406,17 @@ class PutScheduleRequest(BaseModel):
     retry: Any = Field(
         default=None,
         description='Retries within the slot: {"attempts", "backoffMs"?, "maxBackoffMs"?} '
-        "(default: the handler's own policy, else none). The schema publishes ranges whose "
-        "every combination is accepted; the scheduler also takes any backoffMs up to a week "
-        "with maxBackoffMs at least it, and refuses the rest naming retry.<field>.",
+        "(default: the handler's own policy, else none).",
         json_schema_extra={
             "anyOf": [
                 {
                     "type": "object",
                     "properties": {
                         "attempts": {"type": "integer", "minimum": 1, "maximum": 100},
-                        "backoffMs": {"type": "integer", "minimum": 0, "maximum": 60_000},
+                        "backoffMs": {"type": "integer", "minimum": 0, "maximum": 604_800_000},
                         "maxBackoffMs": {
                             "type": "integer",
-                            "minimum": 60_000,
+                            "minimum": 0,
                             "maximum": 604_800_000,
                         },
                     },
