@@ -52,7 +52,7 @@ def _retry(
     if attempts is None:
         if backoff_ms is not None or max_backoff_ms is not None:
             raise OperateError(
-                "--retry-backoff-ms/--retry-max-backoff-ms need --retry-attempts — say how "
+                "--retry-backoff-ms/--retry-max-ms need --retry-attempts — say how "
                 "many attempts a slot may take, e.g. --retry-attempts 3",
                 EXIT_BAD_INPUT,
             )
@@ -95,9 +95,7 @@ def put_command(
     ] = None,
     retry_max_backoff_ms: Annotated[
         int | None,
-        typer.Option(
-            "--retry-max-backoff-ms", help="Cap of the doubling wait (default 60000)."
-        ),
+        typer.Option("--retry-max-ms", help="Cap of the doubling wait (default 60000)."),
     ] = None,
     app: AppOpt = None,
     url: UrlOpt = None,
