@@ -48,6 +48,7 @@ from .monitors import (
     SentryCronsMonitor,
 )
 from .outcomes import OutcomeHook, RecordedOutcome
+from .retries import RetryPolicy
 from .scheduling import Scheduling
 
 __version__ = "0.1.0"
@@ -75,6 +76,7 @@ __all__ = [
     "OverlapPolicy",
     "RecordedOutcome",
     "Reprocess",
+    "RetryPolicy",
     "RunStatus",
     "Schedule",
     "ScheduleContext",

@@ -10,10 +10,13 @@ The three findings:
   ``scheduled_at``) with two or more rows whose handler ran (``running``, ``succeeded``,
   ``failed``). Not duplicates: the ``missed`` row plus the run of an external arrival the
   missed policy recorded and then ran (only one of the two ran), ``skipped`` rows, and
-  ``manual`` runs (Run now, a range backfill), which may run any slot again on purpose.
+  ``manual`` runs (Run now, a range backfill), which may run any slot again on purpose. A slot
+  retried within its window (``RetryPolicy``) is one row whatever its ``attempt``.
 - **stuck** — a ``running``/``queued`` row silent for more than 3 heartbeats (no
   ``heartbeat_at``/``fired_at`` newer than ``now − 3 × schedule_heartbeat_ms``): its replica
-  is gone and nobody marked it ``failed/abandoned`` yet.
+  is gone and nobody marked it ``failed/abandoned`` yet. A ``running`` row waiting between two
+  attempts (``retry_at`` set) is live while its replica beats it; silent, it is stuck until
+  another replica takes the retry over (the detail says so).
 - **gap** — a slot a ``self`` schedule owed in the range with no row at all (no run, no
   ``skipped``, no ``missed``). Owed are the slots its definition versions own
   (:mod:`.definitions`: each version's cron within its own span, nothing before the first
@@ -179,13 +182,20 @@ def audit(
         ):
             seen = max((t for t in (row.heartbeat_at, row.fired_at) if t is not None), default=None)
             last = "no sign of life at all" if seen is None else f"last seen {iso_z(seen)}"
+            # a retry pending between two attempts (RetryPolicy): the next replica to run
+            # takes it over, and the slot ends within its window either way
+            pending = (
+                f", a retry pending after attempt {row.attempt} (due {iso_z(row.retry_at)})"
+                if row.retry_at is not None
+                else ""
+            )
             findings.append(
                 Finding(
                     FindingKind.STUCK,
                     row.name,
                     row.scheduled_at,
                     (row.id,),
-                    f"{row.status.value} on replica {row.replica_id or '?'}, {last} "
+                    f"{row.status.value} on replica {row.replica_id or '?'}{pending}, {last} "
                     f"(silent for more than {DEAD_AFTER_BEATS} heartbeats)",
                 )
             )

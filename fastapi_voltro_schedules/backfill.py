@@ -418,6 +418,8 @@ async def _fire_all(
             claim = step_claim(schedule.name, state)
             request = FireRequest(schedule, slot, Why.RANGE, claim=claim)
             step = await engine.fire(request)
+            # None: another process won the slot — or took its pending retry over (RetryPolicy):
+            # either way it ran there, and is counted below as taken
             status = await step.finished()
         except StoreUnavailableError as exc:
             # The driver's text stays in the log: this message is also an HTTP answer.

@@ -53,11 +53,13 @@ from .errors import DeclaredInCodeError, ScheduleNotFoundError, StoreUnavailable
 from .handlers import NamedHandler
 from .logs import logger
 from .records import DefinitionRecord
+from .retries import RetryPolicy
 from .runtime_schedules import (
     RUNTIME_SOURCE,
     ChangeKind,
     build_runtime_schedule,
     plan_change,
+    retry_policy,
 )
 
 if TYPE_CHECKING:
@@ -194,6 +196,7 @@ class Catalog:
         on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
         backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
         max_runtime_ms: int | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` (see the module docstring).
@@ -211,6 +214,7 @@ class Catalog:
             on_overlap=on_overlap,
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
+            retry=retry_policy(name, retry),
         )
         async with self._writing_name(name):
             # First try on what this replica knows (boot's read, its own writes, what it

@@ -10,7 +10,8 @@ schedule's ``on_overlap`` — so replicas booting together share the slots and s
 ``queue`` line runs them with the live slots by ``scheduled_at``, and a stop or crash in the
 middle leaves every unreached slot recorded ``queued``. :func:`resume_orphans` (at boot and
 every three heartbeats) puts such rows of a stopped replica back in line, as the backfill
-policy still owes them (``planning.plan_resume``).
+policy still owes them (``planning.plan_resume``); :func:`resume_retries` takes over the
+retries a stopped replica left pending (``RetryPolicy``), on the same beat.
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ import anyio
 
 from .coordination import Verdict
 from .definitions import NO_VERSIONS, Versions
-from .enums import BackfillPolicy, Trigger
+from .enums import BackfillPolicy, RunStatus, Trigger
 from .errors import StoreUnavailableError
 from .fire_requests import Due, FireRequest, Why
+from .ledger import mark_abandoned
 from .logs import logger
 from .pauses import NO_PAUSES, PauseView
-from .planning import BOOT_GRACE, CatchUpPlan, plan_boot_backfill, plan_resume
+from .planning import BOOT_GRACE, CatchUpPlan, is_live, plan_boot_backfill, plan_resume
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .definition import Schedule
     from .dispatcher import Dispatcher
-    from .store import Store
+    from .store import RunRecord, Store
 
 
 async def catch_up(
@@ -161,4 +163,40 @@ async def resume_orphans(
         for row in owed:
             firing = await dispatcher.fire(FireRequest(schedule, row.scheduled_at, Why.RESUME, row))
             taken += firing.admission.verdict is Verdict.QUEUED
+    return taken
+
+
+async def resume_retries(
+    store: Store,
+    dispatcher: Dispatcher,
+    schedules: Sequence[Schedule],
+    rows: Sequence[RunRecord],
+    now: datetime,
+    *,
+    heartbeat_ms: int,
+    here: Callable[[str], bool],
+) -> int:
+    """Take over the retries a stopped replica left pending — among ``rows`` (the ``running``
+    rows with ``retry_at`` set the reaper just read), the silent ones — through the door
+    (:attr:`Why.RETRY`: the take-over compares the beat judged silent, so one replica gets
+    each; the attempt then starts when due, unless the slot's window closed meanwhile).
+    Returns how many it took. Such a row of a schedule no replica here can retry (an external
+    one, a deleted one) is marked ``failed/abandoned`` instead, its last failure kept in the
+    message. ``here``: whether this process beats a row."""
+    by_name = {s.name: s for s in schedules if s.retry is not None}
+    taken = 0
+    for row in rows:
+        if (
+            row.retry_at is None
+            or row.status is not RunStatus.RUNNING
+            or here(row.id)
+            or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+        ):
+            continue
+        schedule = by_name.get(row.name)
+        if schedule is None:
+            await mark_abandoned(store, row.name, [row], now, heartbeat_ms, pending=True)
+            continue
+        firing = await dispatcher.fire(FireRequest(schedule, row.scheduled_at, Why.RETRY, row))
+        taken += firing.admission.verdict is Verdict.QUEUED
     return taken

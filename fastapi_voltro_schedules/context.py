@@ -70,6 +70,9 @@ class ScheduleContext:
     args: dict[str, Any] = field(default_factory=dict, hash=False)
     """A run-time schedule's JSON arguments (``Scheduling.put_schedule(..., args=...)``), a
     fresh copy per firing; ``{}`` for a declared schedule."""
+    attempt: int = 1
+    """Which attempt of the slot this is: 1, then 2, 3… when a ``RetryPolicy`` retries a
+    failed run within its slot (the same ``run_id`` and ``scheduled_at`` each time)."""
 
     @property
     def name(self) -> str:

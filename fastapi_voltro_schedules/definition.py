@@ -21,6 +21,7 @@ from .context import ScheduleContext
 from .cron import CronSpec
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
 from .errors import ConfigurationError, InvalidCronError, ScheduleDefinitionError
+from .retries import RetryPolicy
 from .zones import zone_problem
 
 Handler: TypeAlias = Callable[[ScheduleContext], Awaitable[None] | None]
@@ -101,6 +102,9 @@ class Schedule:
     ``Scheduling.put_schedule``)."""
     handler_ref: str | None = None
     """The registered name of the handler a run-time schedule runs (``define_handler``)."""
+    retry: RetryPolicy | None = None
+    """How a failed run is retried within its slot (``None``: it is not; see
+    :mod:`.retries`)."""
     # Read by every firing, so worked out once here: the property and the two
     # ``iscoroutinefunction`` calls they replace were ~2.7 µs a firing, 27 ms of a 10,000 herd.
     max_runtime: timedelta = field(init=False, repr=False)
@@ -188,6 +192,14 @@ class Schedule:
     def period_at(self, instant: datetime) -> timedelta:
         """The interval between the occurrences around ``instant`` (cron is not fixed-interval)."""
         return self.spec.period_at(instant)
+
+    def retry_window_end(self, slot: datetime) -> datetime | None:
+        """Until when attempts of ``slot`` may start: the schedule's next slot after it (no
+        retry collides with the next run). ``None``: the cron has no next occurrence."""
+        try:
+            return self.spec.next_occurrence(slot)
+        except (ValueError, LookupError):
+            return None
 
 
 def _prefix(name: object) -> str:
@@ -356,6 +368,16 @@ def _validate_jitter(name: object, jitter_ms: object, spec: CronSpec) -> int:
     return jitter_ms
 
 
+def check_retry(prefix: str, retry: object) -> RetryPolicy | None:
+    """``retry`` if it is a :class:`RetryPolicy` (or ``None``); a clear error otherwise."""
+    if retry is None or isinstance(retry, RetryPolicy):
+        return retry
+    raise ScheduleDefinitionError(
+        f"{prefix}: retry={retry!r} is not a RetryPolicy — pass "
+        "retry=RetryPolicy(attempts=3, backoff_ms=1000, max_backoff_ms=60000) or None"
+    )
+
+
 def _validate_fallback(
     name: object, fallback: object, trigger: TriggerMode | None
 ) -> TriggerMode | None:
@@ -395,6 +417,7 @@ def define_schedule(
     description: str | None = None,
     jitter_ms: int = 0,
     fallback: TriggerMode | str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Schedule: ...
 
 
@@ -412,6 +435,7 @@ def define_schedule(
     description: str | None = None,
     jitter_ms: int = 0,
     fallback: TriggerMode | str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Schedule: ...
 
 
@@ -428,6 +452,7 @@ def define_schedule(
     description: str | None = None,
     jitter_ms: int = 0,
     fallback: TriggerMode | str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Callable[[Handler], Schedule]: ...
 
 
@@ -445,6 +470,7 @@ def define_schedule(
     description: str | None = None,
     jitter_ms: int = 0,
     fallback: TriggerMode | str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Schedule | Callable[[Handler], Schedule]:
     """Define a schedule; every argument is validated now.
 
@@ -454,6 +480,8 @@ def define_schedule(
 
         @define_schedule(name="dailyRollup", cron="0 2 * * *", timezone="UTC")
         async def daily_rollup(ctx: ScheduleContext) -> None: ...
+
+    ``retry=RetryPolicy(...)`` retries a failed run within its slot (see :mod:`.retries`).
     """
     fields = _validate(
         name=name,
@@ -469,6 +497,7 @@ def define_schedule(
     )
     fields["jitter_ms"] = _validate_jitter(name, jitter_ms, fields["spec"])
     fields["fallback"] = _validate_fallback(name, fallback, fields["trigger"])
+    fields["retry"] = check_retry(_prefix(name), retry)
     module = _caller_module()
     if handler is not None or workflow is not None:
         return Schedule(handler=handler, module=module, **fields)

@@ -77,6 +77,7 @@ def definition_record(
     """The version row ``schedule`` would record (a run-time one: its own args and watchdog
     bound, which no code holds)."""
     runtime = schedule.source == "runtime"
+    retry = schedule.retry
     if runtime:
         source, args = "runtime", dict(schedule.args)
     return DefinitionRecord(
@@ -94,6 +95,9 @@ def definition_record(
         recorded_by=recorded_by,
         deleted=deleted,
         max_runtime_ms=schedule.max_runtime_ms if runtime else None,
+        retry_attempts=None if retry is None else retry.attempts,
+        retry_backoff_ms=None if retry is None else retry.backoff_ms,
+        retry_max_backoff_ms=None if retry is None else retry.max_backoff_ms,
     )
 
 

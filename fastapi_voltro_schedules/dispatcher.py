@@ -55,6 +55,18 @@ MANUAL_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
 
 
 @dataclass(slots=True)
+class _Final:
+    """A slot's final status, awaited by the firing that ran its first attempt."""
+
+    status: RunStatus | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    async def wait(self) -> RunStatus | None:
+        await self.done.wait()
+        return self.status
+
+
+@dataclass(slots=True)
 class Firing:
     """A submitted firing: its admission now, its outcome when :meth:`finished`."""
 
@@ -99,6 +111,10 @@ class Dispatcher:
         """Told when a herd's outcomes are all written (the engine folds the SQLite log)."""
         self._manual: dict[str, str | None] = {}
         """Per schedule, the Run now in flight here (its run id; ``None`` while admitting)."""
+        self._finals: dict[str, _Final] = {}
+        """Per run with a retry pending here: its slot's final status, once known (a firing
+        carried out alone returns it, see :meth:`_execute`)."""
+        runner.on_retry = self._retry_later
 
     def bind(self, runs: TaskGroup | None) -> None:
         """The task group background runs live in (the engine's; ``None`` when stopped)."""
@@ -142,6 +158,9 @@ class Dispatcher:
         if why is Why.RESUME:
             assert request.row is not None, "a resumed firing names its queued row"
             return await self._resume(request.schedule, request.row)
+        if why is Why.RETRY:
+            assert request.row is not None, "a retry names its slot's running row"
+            return await self._retry(request.schedule, request.row)
         schedule = request.schedule
         owed = why is Why.CATCH_UP and schedule.backfill is BackfillPolicy.ALL
         return await self._submit(
@@ -384,7 +403,8 @@ class Dispatcher:
             firing.status = await self._carry(schedule, admission)
         finally:
             firing.done.set()
-        assert firing.status is not None  # an admitted manual firing is always RUN
+        # an admitted manual firing is always RUN; its status is None only when the slot's
+        # pending retry was taken over by another replica (RetryPolicy)
         return firing
 
     # -- writing off -------------------------------------------------------------------------
@@ -437,8 +457,11 @@ class Dispatcher:
 
     # -- running --------------------------------------------------------------------------
 
-    async def _execute(self, schedule: Schedule, run: RunRecord) -> RunStatus:
-        """Run an admitted run (its row is ``running``) and record its outcome."""
+    async def _execute(self, schedule: Schedule, run: RunRecord) -> RunStatus | None:
+        """Run an admitted run (its row is ``running``) and record its outcome. A failure
+        retried within its slot (``RetryPolicy``) is not its outcome: this returns the slot's
+        final status once its last attempt is recorded (``None``: another replica took the
+        pending retry over, or this one stopped)."""
         if run.id not in self.inflight.runs[run.name]:
             self.inflight.add(run)  # a turn taken in line, or an adopted occurrence
         released = False
@@ -450,11 +473,108 @@ class Dispatcher:
                 self._handler_done(schedule, run)
 
         try:
-            return await self.runner.execute(schedule, run, lambda *_: release(), self._recorded)
+            status = await self.runner.execute(
+                schedule, run, lambda *_: release(), self._recorded
+            )
         finally:
             release()
             self.inflight.finishing.discard(run.id)
             self._changed(run.name)
+        if status is not RunStatus.RUNNING:
+            return status
+        final = self._finals.get(run.id)  # the retry is pending (see _retry_later)
+        return None if final is None else await final.wait()
+
+    # -- retries within the slot ----------------------------------------------------------
+
+    def _retry_later(self, schedule: Schedule, row: RunRecord) -> None:
+        """The runner wrote a failed attempt's pending retry (``row`` as it now reads): the
+        slot stays held here, and its next attempt comes through the door (:attr:`Why.RETRY`).
+        Shutting down, nothing is started: the pending retry stays in the ledger, and another
+        replica takes it over once this one stops beating it."""
+        if not self.running_background:
+            return
+        self._hold_retry(row)
+        self.spawn(self.fire, FireRequest(schedule, row.scheduled_at, Why.RETRY, row))
+
+    def _hold_retry(self, row: RunRecord) -> None:
+        # The pending retry holds its schedule as the attempt it follows did (skip, the
+        # in-process line), and is none of the reaper's business here.
+        self.inflight.finishing.discard(row.id)
+        if row.id not in self.inflight.runs[row.name]:
+            self.inflight.add(row)
+        self.inflight.retrying.add(row.id)
+        self._finals.setdefault(row.id, _Final())
+
+    def _release_retry(self, row: RunRecord) -> None:
+        self.inflight.retrying.discard(row.id)
+        self.inflight.remove(row)
+        self._changed(row.name)
+
+    def _settle(self, run_id: str, status: RunStatus | None) -> None:
+        final = self._finals.pop(run_id, None)
+        if final is not None:
+            final.status = status
+            final.done.set()
+
+    async def _retry(self, schedule: Schedule, row: RunRecord) -> Firing:
+        """A pending retry — this replica's (from :meth:`_retry_later`), or a stopped
+        replica's (taken over first, see :meth:`Admitter.take_over_retry`). Returns at once;
+        the wait for ``retry_at`` (the row beating meanwhile), the decision
+        (:meth:`Admitter.retry`) and the attempt go on in the background: ``await
+        firing.finished()`` for the slot's final status."""
+        self._can_spawn(schedule)
+        if row.id not in self.inflight.retrying:
+            # not held here: a stopped replica's (maybe this one's, restarted under the same
+            # replica id) — taken over on the beat judged silent before anything else
+            if self.closing:
+                return self._carry_on(schedule, Firing(Admission(Verdict.UNAVAILABLE)))
+            taken = await self.admitter.take_over_retry(schedule, row)
+            if taken.run is None:
+                return self._carry_on(schedule, Firing(taken))
+            row = taken.run
+            self._hold_retry(row)
+        firing = Firing(Admission(Verdict.QUEUED, row))
+        self.spawn(self._carry_retry, schedule, row, firing)
+        return firing
+
+    async def _carry_retry(self, schedule: Schedule, row: RunRecord, firing: Firing) -> None:
+        watchdog = self.runner.watchdog
+        watched = watchdog.keep_alive(row.id, row.heartbeat_at or self.clock.now())
+        status: RunStatus | None = None
+        started = False
+        try:
+            try:
+                assert row.retry_at is not None, "a pending retry names when it is due"
+                await self._until(row.retry_at)
+                if self.closing:  # the attempt would have no time to run: left pending
+                    admission = Admission(Verdict.UNAVAILABLE)
+                else:
+                    admission = await self.admitter.retry(schedule, row)
+            finally:
+                watchdog.unwatch(watched)
+            firing.admission = admission
+            if admission.verdict is Verdict.RUN and admission.run is not None:
+                started = True
+                self.inflight.retrying.discard(row.id)
+                status = await self._execute(schedule, admission.run)
+            elif admission.verdict is Verdict.ENDED:
+                status = RunStatus.FAILED
+        finally:
+            if not started:
+                self._release_retry(row)
+            self._settle(row.id, status)
+            firing.status = status
+            firing.done.set()
+
+    async def _until(self, instant: datetime) -> None:
+        """Sleep on the scheduler's clock until ``instant`` (a wall clock stepped back, or a
+        sleep woken early, sleeps again)."""
+        while True:
+            left = (instant - self.clock.now()).total_seconds()
+            if left <= 0:
+                return
+            await self.clock.sleep(left)
 
     def _handler_done(self, schedule: Schedule, run: RunRecord) -> None:
         # The overlap rule looks at handlers, not at pending writes: from here the run no

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import catch_up, resume_orphans, start_plans
+from .catchup import catch_up, resume_orphans, resume_retries, start_plans
 from .coordination import (
     Admitter,
     Chain,
@@ -242,6 +242,7 @@ class Engine:
                     await self.maintenance.reap()
                     await self.maintenance.write_off()
                     await self.resume_orphans()
+                    await self.resume_retries()
                     if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
@@ -303,16 +304,34 @@ class Engine:
             here=self.runner.watchdog.beats,
         )
 
+    async def resume_retries(self) -> int:
+        """Take over the pending retries of stopped replicas among the rows the reaper just
+        read (see :func:`.catchup.resume_retries`); returns how many this replica took over."""
+        pending, self.maintenance.pending_retries = self.maintenance.pending_retries, []
+        if not pending:
+            return 0
+        return await resume_retries(
+            self.store,
+            self.dispatcher,
+            self.schedules,
+            pending,
+            self.clock.now(),
+            heartbeat_ms=self.heartbeat_ms,
+            here=self.runner.watchdog.beats,
+        )
+
     async def _corpse_loop(self) -> None:
         """Every three heartbeats — as soon as a silent row counts as dead: mark the dead
         ``running`` rows (the reaper), resume the owed ``queued`` rows a replica that died
-        left (in the middle of a catch-up, or with a line waiting) while its peers ran on, and
-        record the slots it left claimed without a row."""
+        left (in the middle of a catch-up, or with a line waiting) while its peers ran on, take
+        over the retries it left pending, and record the slots it left claimed without a
+        row."""
         interval = DEAD_AFTER_BEATS * self.heartbeat_ms / 1000
         while True:
             await self.clock.sleep(interval)
             await self.maintenance.reap()
             await self.resume_orphans()
+            await self.resume_retries()
             await self.maintenance.account_rowless()
 
     def _quiet(self) -> None:
@@ -383,15 +402,15 @@ class Engine:
 
     async def drain(self) -> None:
         """Give the runs in flight the shutdown grace period to end."""
-        if self.inflight.count == 0:
+        if self.inflight.settled:
             return
         logger.info(
             "scheduler: stopping  inFlight=%d graceMs=%d",
-            self.inflight.count,
+            self.inflight.count - len(self.inflight.retrying),
             int(self.shutdown_grace * 1000),
         )
         with anyio.move_on_after(self.shutdown_grace):
-            while self.inflight.count:
+            while not self.inflight.settled:
                 await self.inflight.idle.wait()
 
     # -- schedules written at run time ---------------------------------------------------

@@ -43,6 +43,11 @@ class Why(StrEnum):
     """One slot of a range backfill (``trigger="manual"``): its insert is retried through a
     blip; the request returns once the slot has run — or at once, not run, when another
     process won its claim (:attr:`FireRequest.claim`)."""
+    RETRY = "retry"
+    """The next attempt of a slot whose run failed (``RetryPolicy``): :attr:`FireRequest.row`
+    is the slot's ``running`` row with its pending retry — this replica's own, or one a
+    stopped replica left (taken over first). No gate, no overlap rule: the slot is already
+    won, and its row keeps its own trigger."""
 
     @property
     def trigger(self) -> Trigger:
@@ -57,6 +62,7 @@ _TRIGGER = {
     Why.FALLBACK: Trigger.SELF,
     Why.RUN_NOW: Trigger.MANUAL,
     Why.RANGE: Trigger.MANUAL,
+    Why.RETRY: Trigger.SELF,  # nominal: a retry keeps its row's trigger
 }
 
 
@@ -68,7 +74,8 @@ class FireRequest:
     slot: datetime
     why: Why
     row: RunRecord | None = None
-    """:attr:`Why.RESUME`: the ``queued`` row taken over (its slot is ``slot``)."""
+    """:attr:`Why.RESUME`: the ``queued`` row taken over (its slot is ``slot``);
+    :attr:`Why.RETRY`: the ``running`` row whose retry is pending."""
     claim: str | None = None
     """:attr:`Why.RANGE`: the claims key the step must win to run (the slot's own, or a
     re-run's: :func:`~.models.rerun_claim_key`); ``None``: it runs unclaimed."""

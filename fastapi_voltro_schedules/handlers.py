@@ -18,8 +18,9 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from .definition import NAME_RE, Handler, is_async_callable
+from .definition import NAME_RE, Handler, check_retry, is_async_callable
 from .errors import ConfigurationError, ScheduleDefinitionError
+from .retries import RetryPolicy
 
 __all__ = ["NamedHandler", "check_unique_handlers", "define_handler"]
 
@@ -35,6 +36,9 @@ class NamedHandler:
     fn: Handler
     module: str | None = None
     """The module that defined it (for error messages)."""
+    retry: RetryPolicy | None = None
+    """The retry policy of the run-time schedules that name this handler and set none
+    themselves (``put_schedule(..., retry=...)`` wins)."""
 
     def __call__(self, ctx: object) -> Awaitable[None] | None:
         return self.fn(ctx)  # type: ignore[arg-type]
@@ -54,19 +58,24 @@ def _prefix(name: object) -> str:
     return f'define_handler("{name}")' if isinstance(name, str) else f"define_handler({name!r})"
 
 
-def define_handler(*, name: str) -> Callable[[Handler], NamedHandler]:
+def define_handler(
+    *, name: str, retry: RetryPolicy | None = None
+) -> Callable[[Handler], NamedHandler]:
     """Register the decorated ``async def``/``def`` (taking a ``ScheduleContext``) under
     ``name``, for run-time schedules to name::
 
-        @define_handler(name="tenantReport")
+        @define_handler(name="tenantReport", retry=RetryPolicy(attempts=3))
         async def tenant_report(ctx: ScheduleContext) -> None:
             await send_report(ctx.args["tenant"], ctx.scheduled_at)
-    """
+
+    ``retry``: how the run-time schedules naming it retry a failed run within its slot,
+    unless the schedule sets its own (see :mod:`.retries`)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ScheduleDefinitionError(
             f"{_prefix(name)}: name={name!r} is not a valid handler name — use 1–200 letters, "
             'digits, "_", "-", "." or ":", starting with a letter or digit (e.g. "tenantReport")'
         )
+    policy = check_retry(_prefix(name), retry)
     module = _caller_module()
 
     def decorate(fn: Handler) -> NamedHandler:
@@ -76,7 +85,9 @@ def define_handler(*, name: str) -> Callable[[Handler], NamedHandler]:
                 "handler — decorate an `async def` or `def` function taking a ScheduleContext"
             )
         _check_arity(name, fn)
-        return NamedHandler(name=name, fn=fn, module=getattr(fn, "__module__", None) or module)
+        return NamedHandler(
+            name=name, fn=fn, module=getattr(fn, "__module__", None) or module, retry=policy
+        )
 
     return decorate
 

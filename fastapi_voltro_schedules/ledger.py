@@ -190,7 +190,13 @@ async def record_missed_many(
 
 
 async def mark_abandoned(
-    store: Store, name: str, rows: Sequence[RunRecord], now: datetime, heartbeat_ms: int
+    store: Store,
+    name: str,
+    rows: Sequence[RunRecord],
+    now: datetime,
+    heartbeat_ms: int,
+    *,
+    pending: bool = False,
 ) -> int:
     """Mark the dead ones among ``rows`` (``running`` rows of ``name``) ``failed/abandoned``.
 
@@ -198,11 +204,18 @@ async def mark_abandoned(
     judged* — so each is marked exactly once across every replica that reads it dead, and a run
     that beat in between is left alone. A stale beat hands ownership to nobody. Returns how
     many this call marked; a store failure counts as none (the next look retries).
+
+    A row waiting between two attempts (``retry_at`` set, see :mod:`.retries`) is not a corpse
+    but a pending retry another replica takes over (``catchup.resume_retries``): it is left
+    alone — unless ``pending``, which marks only such rows (of a schedule no replica here can
+    retry), keeping their last failure's tag in the message.
     """
     marked = 0
     for row in rows:
-        if row.status is not RunStatus.RUNNING or is_live(
-            row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms
+        if (
+            row.status is not RunStatus.RUNNING
+            or (row.retry_at is not None) is not pending
+            or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
         ):
             continue
         try:
@@ -214,8 +227,12 @@ async def mark_abandoned(
                 status=RunStatus.FAILED,
                 finished_at=now,
                 error_tag="abandoned",
-                error_message=f"replica {row.replica_id} stopped reporting (no heartbeat "
+                error_message=(
+                    f"{row.error_tag}: {row.error_message} — retry pending; " if pending else ""
+                )
+                + f"replica {row.replica_id} stopped reporting (no heartbeat "
                 f"for {heartbeat_ms * DEAD_AFTER_BEATS} ms)",
+                **({"retry_at": None} if pending else {}),
             )
         except StoreUnavailableError:
             done = False

@@ -132,6 +132,9 @@ class Maintenance:
         process shares — nobody else's claim can be left there)."""
         self._rowless_after: datetime | None = None
         """Where the next claims sweep reads from (``None``: not swept yet)."""
+        self.pending_retries: list[RunRecord] = []
+        """The ``running`` rows with a retry pending (``retry_at``) that the last :meth:`reap`
+        read and this process does not hold — live or silent: the take-over judges."""
 
     def track(self, name: str, overlap: OverlapPolicy, owes_all: bool) -> None:
         """A schedule written at run time joins the ones this room looks after: its corpses
@@ -206,8 +209,10 @@ class Maintenance:
 
     async def reap(self) -> int:
         """Mark every dead ``running`` row of this app's schedules ``failed/abandoned`` (any
-        overlap policy, any coordination), so the ledger never shows a corpse as running.
-        Runs at boot and every three heartbeats; returns how many rows this call marked."""
+        overlap policy, any coordination), so the ledger never shows a corpse as running —
+        except a row waiting between two attempts (``RetryPolicy``), kept in
+        :attr:`pending_retries` for the take-over. Runs at boot and every three heartbeats;
+        returns how many rows this call marked."""
         if not self.watched_names:
             return 0
         try:
@@ -217,9 +222,15 @@ class Maintenance:
             return 0
         mine = self.inflight.ids() | self.inflight.finishing
         by_name: dict[str, list[RunRecord]] = defaultdict(list)
+        pending: list[RunRecord] = []
         for row in rows:
             if row.id not in mine:
                 by_name[row.name].append(row)
+                if row.retry_at is not None:
+                    pending.append(row)
+        # Rows waiting between two attempts are not corpses (mark_abandoned leaves them):
+        # handed to the retries' take-over (catchup.resume_retries) without a second read.
+        self.pending_retries = pending
         now = self.clock.now()
         marked = 0
         for name, candidates in by_name.items():

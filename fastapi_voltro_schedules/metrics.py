@@ -331,6 +331,15 @@ class SchedulerMetrics:
             registry=registry,
         )
         """``voltro_schedule_store_errors_total{operation}``."""
+        self.retries = Counter(
+            "voltro_schedule_retries",
+            "Failed attempts retried within their slot (RetryPolicy), per schedule: one per "
+            "attempt another attempt follows. Final outcomes are voltro_schedule_runs_total "
+            "(one per slot, whatever its attempts): attempts = runs + retries.",
+            ["name"],
+            registry=registry,
+        )
+        """``voltro_schedule_retries_total{name}``."""
         self._next_fire = _NextFireCollector()
         if registry is not None:
             registry.register(self._next_fire)

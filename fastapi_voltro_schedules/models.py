@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Dialect,
     Index,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import registry
@@ -122,6 +124,17 @@ class ScheduleRun(_VoltroModel, table=True):
     error_traceback: str | None = Field(default=None, sa_type=Text)
     """A failed run's traceback, bounded (the tail is kept: the innermost frames and the
     exception itself). Added by migration 0002."""
+    attempt: int = Field(
+        default=1,
+        sa_column=Column("attempt", Integer, nullable=False, server_default=text("1")),
+    )
+    """Which attempt of the slot the row is on (1 for a first run; a retry of the same slot
+    counts up on the same row, see :mod:`.retries`). The server default fills it in: a firing's
+    insert does not send it. Added by migration 0009."""
+    retry_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    """While a ``running`` row waits between attempts: when the next attempt is due
+    (``NULL`` otherwise). Kept on the row so a replica that dies between attempts leaves the
+    pending retry for another to take over. Added by migration 0009."""
 
 
 class ScheduleClaim(_VoltroModel, table=True):
@@ -229,6 +242,10 @@ class ScheduleDefinition(_VoltroModel, table=True):
     max_runtime_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
     """A run-time schedule's ``max_runtime_ms`` (``NULL`` for a declared one: its code says
     it). Added by migration 0008."""
+    retry_attempts: int | None = Field(default=None, sa_type=Integer, nullable=True)
+    """The version's ``RetryPolicy.attempts`` (``NULL``: no retries). Added by migration 0009."""
+    retry_backoff_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
+    retry_max_backoff_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
 
 
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]

@@ -12,7 +12,10 @@ place to send failures to Sentry or Slack::
     scheduling = Scheduling.from_package("app", on_outcome=notify)
 
 **Once per outcome, cluster-wide.** The replica that writes a row calls its hook; the others
-do not see it. A terminal write that fails (database down) is not an outcome: the row stays
+do not see it. A slot retried within its window (``RetryPolicy``) is one outcome: the hook is
+called for its final attempt only, with :attr:`RecordedOutcome.attempts` saying how many ran.
+
+A terminal write that fails (database down) is not an outcome: the row stays
 ``running`` and whichever replica later marks it ``abandoned`` calls its hook for that.
 
 **Never in the engine's way.** Outcomes are queued and the callback runs in a task of its own,
@@ -67,6 +70,9 @@ class RecordedOutcome:
     error_traceback: str | None = None
     """The bounded traceback of a run whose handler raised (as stored in the ledger)."""
     replica_id: str = ""
+    attempts: int = 1
+    """How many attempts the slot took (``RetryPolicy``: a run retried twice and then
+    succeeded says 3). The hook is called once per slot, for its final outcome only."""
 
 
 OutcomeHook = Callable[[RecordedOutcome], Awaitable[None] | None]

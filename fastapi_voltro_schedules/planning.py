@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from .cron import CronSpec
 from .enums import BackfillPolicy, RunStatus
 from .records import RowWrite
+from .retries import RETRY_WINDOW_CLOSED
 
 if TYPE_CHECKING:
     from .records import RunRecord
@@ -262,20 +263,27 @@ def plan_turn(
                 blocker = blocker or row
                 continue
             dead_running.append(row)
+            silent = (
+                f"replica {row.replica_id} stopped reporting (no heartbeat for "
+                f"{heartbeat_ms * DEAD_AFTER_BEATS} ms)"
+            )
+            ended: dict[str, object] = {
+                "status": RunStatus.FAILED,
+                "finished_at": now,
+                "error_tag": "abandoned",
+                "error_message": silent,
+            }
+            if row.retry_at is not None:
+                # a dead pending retry behind a later slot: its window closed (retries.py),
+                # its last failure is final
+                ended |= {
+                    "retry_at": None,
+                    "error_tag": RETRY_WINDOW_CLOSED,
+                    "error_message": f"{row.error_tag}: {row.error_message} — a later slot "
+                    f"came due while its retry was pending; {silent}",
+                }
             plan_writes.append(
-                RowWrite(
-                    row.id,
-                    RunStatus.RUNNING,
-                    row.replica_id,
-                    row.heartbeat_at,
-                    {
-                        "status": RunStatus.FAILED,
-                        "finished_at": now,
-                        "error_tag": "abandoned",
-                        "error_message": f"replica {row.replica_id} stopped reporting (no "
-                        f"heartbeat for {heartbeat_ms * DEAD_AFTER_BEATS} ms)",
-                    },
-                )
+                RowWrite(row.id, RunStatus.RUNNING, row.replica_id, row.heartbeat_at, ended)
             )
             continue
         if _order(row) > _order(me) or blocker is not None or adopt is not None:

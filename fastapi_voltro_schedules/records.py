@@ -98,6 +98,11 @@ class RunRecord:
     error_tag: str | None = None
     error_message: str | None = None
     error_traceback: str | None = None
+    attempt: int = 1
+    """Which attempt of the slot the row is on (1 for a first run, see :mod:`.retries`). Not
+    part of :data:`RUN_COLUMNS`: an insert leaves it to the server default (1)."""
+    retry_at: datetime | None = None
+    """While a ``running`` row waits between attempts: when the next one is due."""
 
     def to_row(self) -> dict[str, Any]:
         """The column values to insert (enums as their stored strings)."""
@@ -139,6 +144,8 @@ class RunRecord:
             error_tag=row["error_tag"],
             error_message=row["error_message"],
             error_traceback=row["error_traceback"],
+            attempt=row["attempt"],
+            retry_at=row["retry_at"],
         )
 
     @property
@@ -163,6 +170,11 @@ class RunOutcome:
     trigger: Trigger | None = None
     scheduled_at: datetime | None = None
     fired_at: datetime | None = None
+    attempt: int = 1
+    """Which attempt of the slot ended (the hook's ``attempts`` for a final outcome)."""
+    retry_at: datetime | None = None
+    """Set when the failure is not final: the slot's next attempt is due then (the row stays
+    ``running``; see :mod:`.retries`). ``status`` is then ``failed``: the attempt's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +261,10 @@ class DefinitionRecord:
     other columns repeat the definition it ended)."""
     max_runtime_ms: int | None = None
     """A run-time schedule's watchdog bound (``None`` for a declared one)."""
+    retry_attempts: int | None = None
+    """The version's retry policy (``None``: no retries; migration 0009)."""
+    retry_backoff_ms: int | None = None
+    retry_max_backoff_ms: int | None = None
 
     def same_definition(self, other: DefinitionRecord) -> bool:
         """Whether ``other`` defines the same slots and work (name, version, instant and
@@ -268,6 +284,10 @@ class DefinitionRecord:
             self.source,
             "deleted" if self.deleted else "",
             "" if self.max_runtime_ms is None else str(self.max_runtime_ms),
+            # no policy reads as the versions written before retries existed: no new version
+            ""
+            if self.retry_attempts is None
+            else f"{self.retry_attempts}/{self.retry_backoff_ms}/{self.retry_max_backoff_ms}",
         )
 
     def row(self) -> dict[str, Any]:
@@ -286,6 +306,9 @@ class DefinitionRecord:
             "recorded_by": self.recorded_by,
             "deleted": self.deleted or None,  # NULL unless a tombstone, like the older rows
             "max_runtime_ms": self.max_runtime_ms,
+            "retry_attempts": self.retry_attempts,
+            "retry_backoff_ms": self.retry_backoff_ms,
+            "retry_max_backoff_ms": self.retry_max_backoff_ms,
         }
 
     @classmethod

@@ -11,7 +11,8 @@ import asyncio
 import contextvars
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -21,12 +22,11 @@ from .context import ScheduleContext, WorkflowStarter
 from .enums import RunStatus
 from .errors import StoreUnavailableError
 from .logs import logger, run_fields
+from .retries import plan_retry
 from .store import RunOutcome
 from .tracing import RunSpans, run_spans
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from fastapi import FastAPI
     from opentelemetry.trace import Span
 
@@ -70,6 +70,9 @@ class Runner:
     clock: Clock
     app: FastAPI | None = None
     workflows: WorkflowStarter | None = None
+    on_retry: Callable[[Schedule, RunRecord], None] | None = None
+    """Told of a run whose failure is not final once its pending retry is written (the row
+    as it now reads): the dispatcher carries the next attempt out through its door."""
 
     def context(self, schedule: Schedule, run: RunRecord) -> ScheduleContext:
         fired_at = run.fired_at or self.clock.now()
@@ -84,6 +87,7 @@ class Runner:
             workflows=self.workflows,
             # a copy: a handler that edits its args must not change the next firing's
             args=dict(schedule.args) if schedule.args else {},
+            attempt=run.attempt,
         )
 
     async def execute(
@@ -127,40 +131,50 @@ class Runner:
         shutdown: bool = False,
     ) -> RunOutcome:
         """How a run ended, as the terminal write that records it (a failure is logged here,
-        with its traceback)."""
+        with its traceback). A failure of a schedule with a retry policy may not be final: the
+        outcome then carries ``retry_at`` (:func:`.retries.plan_retry`) and is written by
+        :meth:`RunBatch._defer`, not as a terminal write."""
+        if not timed_out and not shutdown and error is None:
+            return RunOutcome(
+                run_id=run.id,
+                status=RunStatus.SUCCEEDED,
+                finished_at=self.clock.now(),
+                name=run.name,
+                trigger=run.trigger,
+                scheduled_at=run.scheduled_at,
+                fired_at=run.fired_at,
+                attempt=run.attempt,
+            )
+        now = self.clock.now()
         trace: str | None = None
+        status = RunStatus.FAILED
         if timed_out:
-            status, tag = RunStatus.FAILED, "timeout"
-            message: str | None = f"exceeded max_runtime_ms={schedule.max_runtime_ms}" + (
+            tag = "timeout"
+            message = f"exceeded max_runtime_ms={schedule.max_runtime_ms}" + (
                 "; the worker thread was abandoned" if not schedule.awaits_handler else ""
             )
-            logger.warning(
-                "schedule: run failed  name=%s runId=%s errorTag=%s: %s",
-                schedule.name,
-                run.id,
-                tag,
-                message,
-                extra=self._fields(run, status, error_tag=tag),
-            )
         elif shutdown:  # logged once by the engine ("scheduler: stopping"), not per run
-            status, tag, message = RunStatus.FAILED, "shutdown", "the app shut down mid-run"
-        elif error is not None:
-            status, tag, message = RunStatus.FAILED, type(error).__name__, str(error)
-            trace = bounded_traceback(error)
-            logger.warning(
-                "schedule: run failed  name=%s runId=%s errorTag=%s",
-                schedule.name,
-                run.id,
-                tag,
-                exc_info=error,
-                extra=self._fields(run, status, error_tag=tag),
-            )
+            tag, message = "shutdown", "the app shut down mid-run"
         else:
-            status, tag, message = RunStatus.SUCCEEDED, None, None
+            assert error is not None
+            tag, message = type(error).__name__, str(error)
+            trace = bounded_traceback(error)
+        retry_at: datetime | None = None
+        if schedule.retry is not None and not shutdown:
+            decision = plan_retry(
+                schedule.retry, run.attempt, now, schedule.retry_window_end(run.scheduled_at)
+            )
+            retry_at = decision.retry_at
+            if decision.tag is not None:
+                # final because the window closed: the tag says so, the message keeps the error
+                message = f"{tag}: {message} — {decision.why}"
+                tag = decision.tag
+        if not shutdown:
+            self._log_failure(schedule, run, tag, message, error, retry_at)
         return RunOutcome(
             run_id=run.id,
             status=status,
-            finished_at=self.clock.now(),
+            finished_at=now,
             error_tag=tag,
             error_message=None if message is None else message[:ERROR_MESSAGE_LIMIT],
             error_traceback=trace,
@@ -168,7 +182,57 @@ class Runner:
             trigger=run.trigger,
             scheduled_at=run.scheduled_at,
             fired_at=run.fired_at,
+            attempt=run.attempt,
+            retry_at=retry_at,
         )
+
+    def _log_failure(
+        self,
+        schedule: Schedule,
+        run: RunRecord,
+        tag: str,
+        message: str,
+        error: BaseException | None,
+        retry_at: datetime | None,
+    ) -> None:
+        fields = self._fields(run, RunStatus.FAILED, error_tag=tag, attempt=run.attempt)
+        trace = None if tag == "timeout" else error
+        if retry_at is not None:
+            assert schedule.retry is not None
+            logger.warning(
+                "schedule: attempt failed — retrying  name=%s runId=%s attempt=%d/%d "
+                "errorTag=%s retryAt=%s: %s",
+                schedule.name,
+                run.id,
+                run.attempt,
+                schedule.retry.attempts,
+                tag,
+                iso_z(retry_at),
+                message,
+                extra=fields,
+            )
+            return
+        attempts = "" if run.attempt == 1 else f" attempts={run.attempt}"
+        if trace is None:
+            logger.warning(
+                "schedule: run failed  name=%s runId=%s errorTag=%s%s: %s",
+                schedule.name,
+                run.id,
+                tag,
+                attempts,
+                message,
+                extra=fields,
+            )
+        else:
+            logger.warning(
+                "schedule: run failed  name=%s runId=%s errorTag=%s%s",
+                schedule.name,
+                run.id,
+                tag,
+                attempts,
+                exc_info=trace,
+                extra=fields,
+            )
 
     @staticmethod
     def _fields(run: RunRecord, status: RunStatus, **more: Any) -> dict[str, Any]:
@@ -277,6 +341,8 @@ class RunBatch:
         self._ended: list[RunOutcome] = []
         self._spans: list[Span] = []
         """Each run's OpenTelemetry span, when the app traces (:mod:`.tracing`); else empty."""
+        self._deferred: list[tuple[int, RunOutcome]] = []
+        """Failures to be retried within their slot (herd index, outcome): not terminal."""
         self._wake = asyncio.Event()
         self.first: RunOutcome | None = None
         """How the first run ended (a herd of one: its outcome, see :meth:`Runner.execute`)."""
@@ -329,13 +395,51 @@ class RunBatch:
             RunSpans.end(self._spans[i], outcome, error)
         if i == 0:
             self.first = outcome
-        self._ended.append(outcome)
+        if outcome.retry_at is None:
+            self._ended.append(outcome)
+        else:
+            self._deferred.append((i, outcome))
         self._wake.set()
 
     async def _flush(self, budget: float = FINISH_RETRY_BUDGET_S) -> None:
         ended, self._ended = self._ended, []
         await self._runner._finish(ended, budget=budget)
         self._recorded(ended)
+
+    async def _defer(self) -> None:
+        """Write each failure to be retried as its row's pending retry (the row stays
+        ``running``, with ``retry_at``), then hand the row to :attr:`Runner.on_retry`. A write
+        the store refuses turns the failure final (recorded as any other, with its retries);
+        a row no longer ours (marked abandoned meanwhile) is left as it is."""
+        deferred, self._deferred = self._deferred, []
+        runner = self._runner
+        store, me = runner.ledger.store, runner.ledger.replica_id
+        for i, outcome in deferred:
+            schedule, run = self._schedules[i], self._runs[i]
+            try:
+                mine = await store.defer_run(outcome, me)
+            except StoreUnavailableError as exc:
+                logger.warning(
+                    "schedule: could not record the pending retry — the failure is final  "
+                    "name=%s runId=%s: %s",
+                    run.name,
+                    run.id,
+                    exc,
+                )
+                self._ended.append(replace(outcome, retry_at=None))
+                continue
+            if not mine or runner.on_retry is None:
+                self._recorded([outcome])
+                continue
+            pending = replace(
+                run,
+                retry_at=outcome.retry_at,
+                heartbeat_at=outcome.finished_at,
+                error_tag=outcome.error_tag,
+                error_message=outcome.error_message,
+                error_traceback=outcome.error_traceback,
+            )
+            runner.on_retry(schedule, pending)
 
     async def run(self, schedules: Sequence[Schedule], runs: Sequence[RunRecord]) -> None:
         """Start the handlers of ``runs`` (their ``running`` rows are written), ``runs[i]``
@@ -346,8 +450,10 @@ class RunBatch:
             if self._started is not None:
                 await asyncio.sleep(0)  # the handlers' tasks were queued first: they run now
                 self._started()
-            while self._live or self._ended:
-                if self._ended:
+            while self._live or self._ended or self._deferred:
+                if self._deferred:
+                    await self._defer()
+                elif self._ended:
                     await self._flush()
                 else:
                     self._wake.clear()
@@ -359,6 +465,10 @@ class RunBatch:
                     task.cancel()
                 if self._live:
                     await asyncio.wait(list(self._live))
+                if self._deferred:
+                    # written as pending retries: another replica (or the next boot) takes
+                    # them over once this one stops beating
+                    await self._defer()
                 while self._ended:
                     await self._flush(SHUTDOWN_FINISH_BUDGET_S)
             raise

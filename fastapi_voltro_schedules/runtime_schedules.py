@@ -27,9 +27,10 @@ from typing import Any
 from .cron import CronSpec
 from .definition import DEFAULT_MAX_RUNTIME_MS, NAME_RE, Schedule, define_schedule
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
-from .errors import InvalidCronError, InvalidScheduleError, shown
+from .errors import InvalidCronError, InvalidScheduleError, ScheduleDefinitionError, shown
 from .handlers import NamedHandler
 from .records import DefinitionRecord
+from .retries import RetryPolicy
 from .zones import zone_problem
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "build_runtime_schedule",
     "canonical_args",
     "plan_change",
+    "record_retry",
+    "retry_policy",
     "schedule_from_record",
 ]
 
@@ -143,10 +146,12 @@ def build_runtime_schedule(
     on_overlap: object = OverlapPolicy.SKIP,
     backfill: object = BackfillPolicy.SKIP,
     max_runtime_ms: object = None,
+    retry: object = None,
 ) -> Schedule:
     """The :class:`Schedule` a ``put_schedule`` call describes, every field checked first:
     :class:`InvalidScheduleError` names the first bad field (``name``, ``cron``,
-    ``timezone``, ``handler``, ``args``, ``on_overlap``, ``backfill``, ``max_runtime_ms``)."""
+    ``timezone``, ``handler``, ``args``, ``on_overlap``, ``backfill``, ``max_runtime_ms``,
+    ``retry``). ``retry`` ``None``: the handler's own policy (``define_handler(retry=...)``)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise _refuse(
             name,
@@ -193,6 +198,13 @@ def build_runtime_schedule(
             f"{shown(max_runtime_ms, 40)} must be a positive number of milliseconds, at most "
             f"{MAX_RUNTIME_MS_CEILING:_} (default {DEFAULT_MAX_RUNTIME_MS:_} = 30 min)",
         )
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise _refuse(
+            name,
+            "retry",
+            f"{shown(retry, 60)} is not a RetryPolicy — pass RetryPolicy(attempts=3, "
+            "backoff_ms=1000, max_backoff_ms=60000) or omit it",
+        )
     named = handlers[handler]
     schedule = define_schedule(
         name=name,
@@ -203,9 +215,57 @@ def build_runtime_schedule(
         on_overlap=overlap,
         backfill=policy,
         max_runtime_ms=max_runtime_ms,
+        retry=retry if retry is not None else named.retry,
     )
     return replace(
         schedule, args=values, source=RUNTIME_SOURCE, handler_ref=named.name, module=named.module
+    )
+
+
+def retry_policy(name: str, value: object) -> RetryPolicy | None:
+    """The :class:`RetryPolicy` a wire ``retry`` object describes (``None``: none given) —
+    ``{"attempts", "backoffMs", "maxBackoffMs"}`` (the last two optional); refused with the
+    field named (``retry.attempts``, …)."""
+    if value is None or isinstance(value, RetryPolicy):
+        return value
+    if not isinstance(value, Mapping):
+        raise _refuse(
+            name,
+            "retry",
+            f"{shown(value, 60)} is not an object — pass "
+            '{"attempts": 3, "backoffMs": 1000, "maxBackoffMs": 60000}',
+        )
+    wire = {"attempts": "attempts", "backoffMs": "backoff_ms", "maxBackoffMs": "max_backoff_ms"}
+    unknown = sorted(set(value) - set(wire))
+    if unknown:
+        raise _refuse(
+            name, f"retry.{unknown[0]}", f"is not a retry field (known: {', '.join(wire)})"
+        )
+    if "attempts" not in value:
+        raise _refuse(name, "retry.attempts", "is required — how many attempts a slot may take")
+    # JSON Schema's integer is a number with no fraction: 3.0 is one (as the schema says)
+    fields = {
+        wire[key]: int(item) if isinstance(item, float) and item.is_integer() else item
+        for key, item in value.items()
+    }
+    try:
+        return RetryPolicy(**fields)
+    except ScheduleDefinitionError as exc:
+        said = str(exc)
+        field = next((k for k, v in wire.items() if said.startswith(f"RetryPolicy: {v}=")), "")
+        raise _refuse(name, f"retry.{field}", str(exc).removeprefix("RetryPolicy: ")) from None
+
+
+def record_retry(record: DefinitionRecord) -> RetryPolicy | None:
+    """The retry policy a stored version holds (``None``: none)."""
+    if record.retry_attempts is None:
+        return None
+    return RetryPolicy(
+        attempts=record.retry_attempts,
+        backoff_ms=record.retry_backoff_ms if record.retry_backoff_ms is not None else 1000,
+        max_backoff_ms=(
+            record.retry_max_backoff_ms if record.retry_max_backoff_ms is not None else 60_000
+        ),
     )
 
 
@@ -225,6 +285,7 @@ def schedule_from_record(
         on_overlap=record.on_overlap,
         backfill=record.backfill,
         max_runtime_ms=record.max_runtime_ms,
+        retry=record_retry(record),
     )
 
 

@@ -63,6 +63,7 @@ from .monitors import Monitor
 from .monitors.feed import Monitors, both, check_monitors
 from .outcomes import OutcomeHook, OutcomeHooks, check_hook
 from .pauses import ALL_SCHEDULES, NO_PAUSES, Pauses, PauseView
+from .retries import RetryPolicy
 from .store.instrumented import InstrumentedStore
 from .tokens import Tokens, load_tokens
 
@@ -450,6 +451,7 @@ class Scheduling:
         on_overlap: OverlapPolicy | str = OverlapPolicy.SKIP,
         backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
         max_runtime_ms: int | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` — every replica runs it within
@@ -457,6 +459,8 @@ class Scheduling:
         (see :mod:`.catalog`). ``handler`` names a
         ``define_handler``; ``args`` (a JSON object, at most
         :data:`~.runtime_schedules.MAX_ARGS_BYTES`) reach each firing as ``ctx.args``.
+        ``retry``: a :class:`~.retries.RetryPolicy` (or its wire form ``{"attempts",
+        "backoffMs", "maxBackoffMs"}``); ``None``: the handler's own (``define_handler``).
 
         Refused, writing nothing: :class:`~.errors.InvalidScheduleError` (``.field`` names
         the bad field), :class:`~.errors.DeclaredInCodeError` (a name declared in code)."""
@@ -469,6 +473,7 @@ class Scheduling:
             on_overlap=on_overlap,
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
+            retry=retry,
             by=by,
         )
 

@@ -4,6 +4,8 @@
 * :func:`make_context` — the :class:`ScheduleContext` a handler gets, for ``await schedule(ctx)``;
 * :func:`run_once` — one firing through the real runner (watchdog, ledger row) against an
   in-memory SQLite ledger, returning the recorded run;
+* :func:`run_retries` — the same slot with every retry its ``RetryPolicy`` allows, the manual
+  clock moved through each backoff: the final row and when each attempt started;
 * :func:`scheduling_for` / :func:`wait_for_run` — a whole scheduler on a manual clock and an
   in-memory ledger (the ``voltro_scheduling`` pytest fixture is built on it).
 
@@ -20,6 +22,7 @@ import heapq
 import itertools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +42,11 @@ __all__ = [
     "MEMORY_LEDGER_URL",
     "REAL_TIME_LIMIT",
     "ManualClock",
+    "RealTimeLimitError",
+    "RetriedRun",
     "make_context",
     "run_once",
+    "run_retries",
     "scheduling_for",
     "wait_for_run",
     "wait_for_runs",
@@ -278,26 +284,95 @@ async def run_once(
     one slot the way an operator's backfill does (``Scheduling.backfill``: recorded with
     ``trigger="manual"`` and ``scheduled_at`` = ``at``): the handler runs under its watchdog
     and heartbeat, and the returned row says how it ended — ``status``, ``error_tag`` (the
-    exception's class name, or ``"timeout"``) and ``error_message``.
+    exception's class name, or ``"timeout"``) and ``error_message``. A schedule with a
+    ``RetryPolicy`` runs every attempt its slot takes (the clock is moved through each backoff,
+    see :func:`run_retries`): the row is the slot's final one, ``attempt`` saying how many ran.
 
     ``elapse`` moves the manual clock that many seconds once the handler has started: past the
     schedule's ``max_runtime_ms`` the watchdog ends a handler still running (``failed`` /
-    ``timeout``) without a real wait. ``timeout`` bounds the real wait (``TimeoutError``).
+    ``timeout``) without a real wait. ``timeout`` bounds the real wait: past it,
+    :class:`RealTimeLimitError` (a ``TimeoutError``) naming the limit and how to raise it.
     """
+    ran = await _run_slot(schedule, at, app, workflows, elapse, timeout, "run_once")
+    return ran.run
+
+
+@dataclass(frozen=True, slots=True)
+class RetriedRun:
+    """What :func:`run_retries` saw of one slot: its final row and when each attempt started."""
+
+    run: RunRecord
+    """The slot's final row (``attempt``: how many attempts ran)."""
+    started: list[datetime]
+    """When each attempt started, on the manual clock: the slot, then each retry's due time
+    (the previous failure plus its backoff)."""
+
+    @property
+    def waits(self) -> list[timedelta]:
+        """The gaps between consecutive attempts' starts (each failure's backoff, plus the
+        attempt's own run time on the manual clock — zero unless it moved the clock)."""
+        return [b - a for a, b in zip(self.started, self.started[1:], strict=False)]
+
+
+async def run_retries(
+    schedule: Schedule,
+    at: datetime | None = None,
+    *,
+    app: FastAPI | None = None,
+    workflows: WorkflowStarter | None = None,
+    timeout: float = REAL_TIME_LIMIT,
+) -> RetriedRun:
+    """Run slot ``at`` of ``schedule`` with every retry its ``RetryPolicy`` allows, moving the
+    manual clock to each retry's due time (no real wait), and return what happened::
+
+        ran = await run_retries(sync_orders, at=datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert ran.run.status is RunStatus.SUCCEEDED and ran.run.attempt == 3
+        assert ran.waits == [timedelta(seconds=1), timedelta(seconds=2)]
+
+    The slot runs as :func:`run_once` runs it (a backfill of that slot on an in-memory ledger,
+    the clock at ``at``), so the window rule holds as in production: no attempt starts once
+    the schedule's next slot is due — the last failure is then final with ``error_tag=
+    "retry-window-closed"``. ``timeout`` bounds the real wait (:class:`RealTimeLimitError`)."""
+    return await _run_slot(schedule, at, app, workflows, 0.0, timeout, "run_retries")
+
+
+class RealTimeLimitError(TimeoutError):
+    """A testing helper's real-time limit (its ``timeout=``, default :data:`REAL_TIME_LIMIT`)
+    ran out before the run ended: the manual clock does not move real I/O."""
+
+    def __init__(self, message: str, *, limit: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def _slot_of(schedule: Schedule, at: datetime | None) -> datetime:
     if at is None:
-        slot = schedule.next_occurrence(ManualClock().now())
-    else:
-        slot = _aware(at, "at")
-        previous = schedule.previous_occurrence(slot)
-        if previous != slot:
-            nearest = schedule.next_occurrence(slot)
-            before = "none" if previous is None else previous.isoformat()
-            raise ValueError(
-                f'at={slot.isoformat()} is not an occurrence of schedule "{schedule.name}" '
-                f'(cron "{schedule.cron}" in {schedule.timezone}) — the nearest are '
-                f"{before} and {nearest.isoformat()}"
-            )
+        return schedule.next_occurrence(ManualClock().now())
+    slot = _aware(at, "at")
+    previous = schedule.previous_occurrence(slot)
+    if previous != slot:
+        nearest = schedule.next_occurrence(slot)
+        before = "none" if previous is None else previous.isoformat()
+        raise ValueError(
+            f'at={slot.isoformat()} is not an occurrence of schedule "{schedule.name}" '
+            f'(cron "{schedule.cron}" in {schedule.timezone}) — the nearest are '
+            f"{before} and {nearest.isoformat()}"
+        )
+    return slot
+
+
+async def _run_slot(
+    schedule: Schedule,
+    at: datetime | None,
+    app: FastAPI | None,
+    workflows: WorkflowStarter | None,
+    elapse: float,
+    timeout: float,
+    helper: str,
+) -> RetriedRun:
+    slot = _slot_of(schedule, at)
     clock = ManualClock(slot)
+    started: dict[int, datetime] = {}
     async with scheduling_for(
         [schedule], clock=clock, app=app, arm=False, workflows=workflows
     ) as scheduling:
@@ -308,16 +383,30 @@ async def run_once(
                 tg.start_soon(
                     scheduling.backfill, schedule.name, slot - timedelta(microseconds=1), slot
                 )
-                while not await store.list_runs(schedule.name, limit=1):
+                while True:
+                    rows = await store.list_runs(schedule.name, limit=1)
+                    if rows:
+                        break
                     await anyio.sleep(0.002)
                 if elapse:
                     await clock.advance(elapse)
+                while True:
+                    (row,) = await store.list_runs(schedule.name, limit=1)
+                    # the clock moves only below, so "now" when an attempt is first seen is
+                    # when it started
+                    started.setdefault(row.attempt, clock.now())
+                    if row.terminal:
+                        break
+                    if row.retry_at is not None and row.retry_at > clock.now():
+                        await clock.advance((row.retry_at - clock.now()).total_seconds())
+                    await anyio.sleep(0.002)
         if bound.cancelled_caught:
-            raise TimeoutError(
-                f'run_once("{schedule.name}"): the run had not finished after {timeout} s of '
-                "real time (run_once's timeout=; the manual clock does not move it) — a handler "
-                "that waits on real I/O needs a larger timeout, one that waits on time needs "
-                "elapse= past its max_runtime_ms"
+            raise RealTimeLimitError(
+                f'{helper}("{schedule.name}"): the run had not finished after {timeout} s of '
+                f"real time ({helper}'s timeout=; the manual clock does not move it) — a "
+                "handler that waits on real I/O needs a larger timeout, one that waits on time "
+                "needs elapse= past its max_runtime_ms",
+                limit=timeout,
             )
         (run,) = await store.list_runs(schedule.name, limit=2)
-        return run
+        return RetriedRun(run, [started[k] for k in sorted(started)])

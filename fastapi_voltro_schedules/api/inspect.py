@@ -65,6 +65,7 @@ from .inspect_models import (
     PauseAnswer,
     PauseRequest,
     PauseView,
+    RetryView,
     RunPage,
     ScheduleDetail,
     ScheduleList,
@@ -161,6 +162,7 @@ def schedule_view(
         source=schedule.source,
         handler=schedule.handler_ref if runtime else None,
         args=dict(schedule.args) if runtime else None,
+        retry=RetryView.of(schedule.retry),
     )
 
 

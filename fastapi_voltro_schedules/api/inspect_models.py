@@ -31,6 +31,7 @@ from ..enums import BackfillPolicy, OverlapPolicy, RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
 from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RunRecord
+from ..retries import RetryPolicy
 from ..runtime_schedules import MAX_RUNTIME_MS_CEILING
 from ..zones import iana_zone_names
 from .edge import StorableText
@@ -45,6 +46,16 @@ class InspectRunView(RunView):
     replica_id: str
     heartbeat_at: str | None
     duration_ms: int | None
+    attempt: int = Field(
+        default=1,
+        description="Which attempt of the slot the row is on (1; more when a RetryPolicy "
+        "retried it within its slot — one row per slot whatever its attempts).",
+    )
+    retry_at: str | None = Field(
+        default=None,
+        description="While a running row waits between two attempts: when the next is due "
+        "(the last attempt's error is in errorTag/error).",
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> InspectRunView:
@@ -61,6 +72,8 @@ class InspectRunView(RunView):
             replica_id=run.replica_id,
             heartbeat_at=None if run.heartbeat_at is None else iso_z(run.heartbeat_at),
             duration_ms=duration,
+            attempt=run.attempt,
+            retry_at=None if run.retry_at is None else iso_z(run.retry_at),
         )
 
 
@@ -184,6 +197,24 @@ class PauseAnswer(_Camel):
     resumed_at: str | None = Field(description="When it was resumed (resume only).")
 
 
+class RetryView(_Camel):
+    """A schedule's ``RetryPolicy``: a failed run is retried within its slot."""
+
+    attempts: int = Field(description="The most attempts of one slot, the first run included.")
+    backoff_ms: int = Field(description="The wait before the first retry; it doubles after.")
+    max_backoff_ms: int = Field(description="The cap of that wait.")
+
+    @classmethod
+    def of(cls, policy: RetryPolicy | None) -> RetryView | None:
+        if policy is None:
+            return None
+        return cls(
+            attempts=policy.attempts,
+            backoff_ms=policy.backoff_ms,
+            max_backoff_ms=policy.max_backoff_ms,
+        )
+
+
 class ScheduleView(_Camel):
     """One schedule as the listing shows it."""
 
@@ -220,6 +251,9 @@ class ScheduleView(_Camel):
         description="A run-time schedule's args (each firing's ctx.args); null for a declared "
         "one. With handler and the fields above, everything a PUT of it takes: an editor "
         "prefills its form from the listing.",
+    )
+    retry: RetryView | None = Field(
+        default=None, description="How a failed run is retried within its slot (null: not)."
     )
 
 
@@ -369,6 +403,30 @@ class PutScheduleRequest(BaseModel):
             ]
         },
     )
+    retry: Any = Field(
+        default=None,
+        description='Retries within the slot: {"attempts", "backoffMs"?, "maxBackoffMs"?} '
+        "(default: the handler's own policy, else none).",
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "attempts": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "backoffMs": {"type": "integer", "minimum": 0, "maximum": 604_800_000},
+                        "maxBackoffMs": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "maximum": 604_800_000,
+                        },
+                    },
+                    "required": ["attempts"],
+                    "additionalProperties": False,
+                },
+                {"type": "null"},
+            ]
+        },
+    )
 
     @field_validator("max_runtime_ms", mode="before")
     @classmethod
@@ -391,7 +449,7 @@ def put_schedule_request(raw: bytes) -> PutScheduleRequest:
         raise InvalidScheduleError(
             f"invalid schedule — {where}: {shown(item['msg'], 200)}{got} — send a JSON object "
             '{"cron", "timezone", "handler", "args"?, "onOverlap"?, "backfill"?, '
-            '"maxRuntimeMs"?}',
+            '"maxRuntimeMs"?, "retry"?}',
             field=where,
         ) from None
 
@@ -516,6 +574,7 @@ __all__ = [
     "PauseRequest",
     "PauseView",
     "PutScheduleRequest",
+    "RetryView",
     "RunPage",
     "ScheduleList",
     "ScheduleView",

@@ -94,10 +94,12 @@ async def put_schedule(
             on_overlap=body.on_overlap,
             backfill=body.backfill,
             max_runtime_ms=body.max_runtime_ms,
+            retry=body.retry,
             by=role.value,
         )
     except InvalidScheduleError as error:  # the field as the body spells it
-        raise InvalidScheduleError(str(error), field=to_camel(error.field)) from None
+        field = ".".join(to_camel(part) for part in error.field.split("."))
+        raise InvalidScheduleError(str(error), field=field) from None
     response.status_code = 201 if result.created else 200
     store = scheduling.running_store()
     last = await store.last_runs([name])

@@ -45,6 +45,26 @@ def _args(raw: str | None) -> Any:
         ) from None
 
 
+def _retry(
+    attempts: int | None, backoff_ms: int | None, max_backoff_ms: int | None
+) -> dict[str, int] | None:
+    """The PUT body's ``retry`` from the ``--retry-*`` options (``None``: none given)."""
+    if attempts is None:
+        if backoff_ms is not None or max_backoff_ms is not None:
+            raise OperateError(
+                "--retry-backoff-ms/--retry-max-ms need --retry-attempts — say how "
+                "many attempts a slot may take, e.g. --retry-attempts 3",
+                EXIT_BAD_INPUT,
+            )
+        return None
+    retry = {"attempts": attempts}
+    if backoff_ms is not None:
+        retry["backoffMs"] = backoff_ms
+    if max_backoff_ms is not None:
+        retry["maxBackoffMs"] = max_backoff_ms
+    return retry
+
+
 @schedule_app.command("put")
 def put_command(
     name: Annotated[str, typer.Argument(help="The run-time schedule to create or replace.")],
@@ -60,6 +80,22 @@ def put_command(
     backfill: Annotated[str, typer.Option("--backfill", help="skip | latest | all")] = "skip",
     max_runtime_ms: Annotated[
         int | None, typer.Option("--max-runtime-ms", help="Watchdog bound (default 30 min).")
+    ] = None,
+    retry_attempts: Annotated[
+        int | None,
+        typer.Option(
+            "--retry-attempts",
+            help="Retry a failed run within its slot: at most this many attempts (the run "
+            "included). Default: the handler's own policy, else none.",
+        ),
+    ] = None,
+    retry_backoff_ms: Annotated[
+        int | None,
+        typer.Option("--retry-backoff-ms", help="Wait before the first retry (default 1000)."),
+    ] = None,
+    retry_max_backoff_ms: Annotated[
+        int | None,
+        typer.Option("--retry-max-ms", help="Cap of the doubling wait (default 60000)."),
     ] = None,
     app: AppOpt = None,
     url: UrlOpt = None,
@@ -82,6 +118,9 @@ def put_command(
             body["args"] = _args(args)
         if max_runtime_ms is not None:
             body["maxRuntimeMs"] = max_runtime_ms
+        retry = _retry(retry_attempts, retry_backoff_ms, retry_max_backoff_ms)
+        if retry is not None:
+            body["retry"] = retry
         async with connect(app, url, token, retry_for) as api:
             return await api.call("PUT", f"{INSPECT}/{quote(name, safe='')}", json=body)
 

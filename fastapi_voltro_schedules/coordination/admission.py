@@ -25,6 +25,7 @@ from ..ledger import new_row
 from ..logs import logger
 from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction
+from ..retries import RetryStart, final_message, plan_retry_start
 from ..store import RunRecord, new_run_id, new_run_ids
 from .base import Admission, Gate, Step, Turn, Verdict
 from .queue import hold_while_paused
@@ -404,6 +405,121 @@ class Admitter:
         if self.line is None or not self._lined(schedule):
             return Admission(Verdict.QUEUED, row, self._chain_written(schedule, row))
         return Admission(Verdict.QUEUED, row, self.line.turn(schedule, row, self.pauses))
+
+    # -- retries within the slot -------------------------------------------------------------
+
+    async def take_over_retry(self, schedule: Schedule, orphan: RunRecord) -> Admission:
+        """Take over ``orphan`` — a silent ``running`` row of a stopped replica with a retry
+        pending (``retry_at``) — comparing the owner and the beat that was judged silent, so
+        of several replicas exactly one gets it (``LOST``: another did). Answers ``QUEUED``
+        with the row as it now reads: its attempt waits for :meth:`retry`."""
+        now = self.clock.now()
+        try:
+            mine = await self.store.update_run(
+                orphan.id,
+                expect_status=RunStatus.RUNNING,
+                expect_replica_id=orphan.replica_id,
+                expect_heartbeat_at=orphan.heartbeat_at,
+                replica_id=self.replica_id,
+                heartbeat_at=now,
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "schedule: could not take over a pending retry  name=%s runId=%s: %s",
+                schedule.name,
+                orphan.id,
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if not mine:
+            return Admission(Verdict.LOST)
+        logger.warning(
+            "schedule: took over a pending retry of a replica that stopped reporting  "
+            "name=%s runId=%s scheduledAt=%s attempt=%d retryAt=%s heldBy=%s",
+            schedule.name,
+            orphan.id,
+            iso_z(orphan.scheduled_at),
+            orphan.attempt,
+            iso_z(orphan.retry_at) if orphan.retry_at is not None else "-",
+            orphan.replica_id,
+        )
+        taken = replace(orphan, replica_id=self.replica_id, heartbeat_at=now)
+        return Admission(Verdict.QUEUED, taken)
+
+    async def retry(self, schedule: Schedule, row: RunRecord) -> Admission:
+        """Decide a pending retry of this replica's that came due (``row``: its ``running``
+        row, ``retry_at`` set): start the next attempt — ``RUN`` with the row as it then reads
+        (``attempt`` one more, ``retry_at`` cleared: one compare-and-set on the owner, so no
+        attempt starts twice) — or end the slot (``ENDED``: its last failure recorded final,
+        tagged by :func:`~..retries.plan_retry_start`). No gate and no overlap rule: the slot
+        is already won, and the row has held it all along."""
+        now = self.clock.now()
+        await self.pauses.current()
+        what, tag, why = plan_retry_start(
+            schedule.retry,
+            now,
+            schedule.retry_window_end(row.scheduled_at),
+            paused=self.pauses.is_paused(schedule.name),
+        )
+        try:
+            if what is RetryStart.START:
+                mine = await self.store.update_run(
+                    row.id,
+                    expect_status=RunStatus.RUNNING,
+                    expect_replica_id=self.replica_id,
+                    attempt=row.attempt + 1,
+                    retry_at=None,
+                    heartbeat_at=now,
+                )
+                if not mine:
+                    return Admission(Verdict.LOST)
+                # fired_at here is the attempt's start: its watchdog deadline counts from it
+                # (the row keeps the slot's first firing)
+                run = replace(
+                    row, attempt=row.attempt + 1, retry_at=None, heartbeat_at=now, fired_at=now
+                )
+                logger.info(
+                    "schedule: retrying  name=%s runId=%s attempt=%d scheduledAt=%s",
+                    schedule.name,
+                    row.id,
+                    run.attempt,
+                    iso_z(row.scheduled_at),
+                )
+                return Admission(Verdict.RUN, run)
+            message = final_message(row.error_tag, row.error_message, why)
+            ended = await self.store.update_run(
+                row.id,
+                expect_status=RunStatus.RUNNING,
+                expect_replica_id=self.replica_id,
+                status=RunStatus.FAILED,
+                finished_at=now,
+                retry_at=None,
+                error_tag=tag,
+                error_message=message,
+            )
+        except StoreUnavailableError as exc:
+            # Left pending: it stops beating with this waiter, and is taken over (here or
+            # elsewhere) like a stopped replica's.
+            logger.warning(
+                "schedule: could not decide a pending retry — left pending  name=%s runId=%s: %s",
+                schedule.name,
+                row.id,
+                exc,
+            )
+            return Admission(Verdict.UNAVAILABLE)
+        if not ended:
+            return Admission(Verdict.LOST)
+        logger.warning(
+            "schedule: retries over — the last failure is final  name=%s runId=%s attempts=%d "
+            "errorTag=%s: %s",
+            schedule.name,
+            row.id,
+            row.attempt,
+            tag,
+            why,
+        )
+        final = replace(row, status=RunStatus.FAILED, finished_at=now, retry_at=None, error_tag=tag)
+        return Admission(Verdict.ENDED, replace(final, error_message=message))
 
     # -- many firings at once: the herd, or a herd of one ---------------------------------
 

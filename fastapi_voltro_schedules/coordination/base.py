@@ -42,6 +42,9 @@ class Verdict(StrEnum):
     """The store could not be written or read: nothing runs (fail closed)."""
     PAUSED = "paused"
     """An operator paused the schedule (:mod:`..pauses`): nothing runs, nothing is recorded."""
+    ENDED = "ended"
+    """A pending retry came due and no attempt starts (the window closed, the schedule is
+    paused or no longer retries): the slot's last failure was recorded final."""
 
 
 @dataclass(frozen=True, slots=True)

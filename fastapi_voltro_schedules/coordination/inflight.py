@@ -23,6 +23,10 @@ class InFlight:
     rule looks at handlers, so such a row read ``running`` is not a live run."""
     on_end: list[Callable[[str], None]] = field(default_factory=list)
     """Told the schedule's name whenever one of its runs here ends (the lines wake on it)."""
+    retrying: set[str] = field(default_factory=set)
+    """Runs here waiting between two attempts (``RetryPolicy``): they hold their schedule
+    like the attempt they follow, but no handler runs — shutdown does not wait for them (the
+    pending retry stays in the ledger for another replica)."""
 
     def add(self, run: RunRecord) -> None:
         self.runs[run.name][run.id] = run
@@ -31,11 +35,17 @@ class InFlight:
     def remove(self, run: RunRecord) -> None:
         if self.runs[run.name].pop(run.id, None) is not None:
             self.count -= 1
-            if self.count == 0:
+            if self.settled:
                 self.idle.set()
                 self.idle = anyio.Event()
         for listener in self.on_end:
             listener(run.name)
+
+    @property
+    def settled(self) -> bool:
+        """Whether no handler runs here (what is left waits for a retry): shutdown's drain is
+        over."""
+        return self.count <= len(self.retrying)
 
     def held(self, name: str) -> RunRecord | None:
         """A run of ``name`` in flight here, if any."""

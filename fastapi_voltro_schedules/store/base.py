@@ -242,6 +242,14 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def defer_run(self, outcome: RunOutcome, replica_id: str) -> bool:
+        """Record a failed attempt that will be retried within its slot: the row stays
+        ``running`` and gets ``retry_at = outcome.retry_at``, ``heartbeat_at =
+        outcome.finished_at`` and the attempt's ``error_tag`` / ``error_message`` /
+        ``error_traceback`` — iff it is still ``running`` and owned by ``replica_id`` (the
+        compare-and-set of :meth:`finish_runs`). ``True`` iff the row matched."""
+
+    @abc.abstractmethod
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         """Set ``heartbeat_at = at`` on those of ``run_ids`` that are still ``running`` or
         ``queued`` and owned by ``replica_id``, in one statement; returns how many matched.

@@ -453,6 +453,13 @@ class InstrumentedStore(Store):
             rows.append(_series_row(name, o.status, o.trigger, o.fired_at, o.finished_at))
         self._recorded(rows, lambda i: _of_outcome(ended[i], rows[i][0], replica_id))
 
+    async def defer_run(self, outcome: RunOutcome, replica_id: str) -> bool:
+        deferred = await self._counted("defer_run", self._inner.defer_run(outcome, replica_id))
+        if deferred and outcome.name is not None:
+            # a failed attempt another follows: not an outcome (the row stays running)
+            self.metrics.retries.labels(name=outcome.name).inc()
+        return deferred
+
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         return await self._counted("heartbeat", self._inner.heartbeat(run_ids, at, replica_id))
 
@@ -574,6 +581,7 @@ def _of_row(run: RunRecord) -> RecordedOutcome:
         error_message=run.error_message,
         error_traceback=run.error_traceback,
         replica_id=run.replica_id,
+        attempts=run.attempt,
     )
 
 
@@ -591,6 +599,7 @@ def _of_outcome(o: RunOutcome, name: str, replica_id: str) -> RecordedOutcome:
         error_message=o.error_message,
         error_traceback=o.error_traceback,
         replica_id=replica_id,
+        attempts=o.attempt,
     )
 
 

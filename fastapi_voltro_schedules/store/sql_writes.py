@@ -223,6 +223,20 @@ class SQLWrites(SQLConnections):
 
         await self._attempt("finish_runs", work)
 
+    async def defer_run(self, outcome: RunOutcome, replica_id: str) -> bool:
+        if outcome.retry_at is None:
+            raise ValueError("defer_run(): the outcome names no retry_at")
+        return await self.update_run(
+            outcome.run_id,
+            expect_status=RunStatus.RUNNING,
+            expect_replica_id=replica_id,
+            retry_at=aware(outcome.retry_at, "retry_at"),
+            heartbeat_at=aware(outcome.finished_at, "finished_at"),
+            error_tag=outcome.error_tag,
+            error_message=outcome.error_message,
+            error_traceback=outcome.error_traceback,
+        )
+
     async def heartbeat(self, run_ids: Sequence[str], at: datetime | None, replica_id: str) -> int:
         if at is not None:
             aware(at, "at")

@@ -416,6 +416,7 @@
   function makeRun(run) {
     const r = {};
     r.status = el("span", { class: "badge status" });
+    r.attempt = el("span", { class: "run-attempt" });
     r.rel = el("span", { class: "rel" });
     r.abs = el("time", { class: "run-abs" });
     r.duration = el("span", { class: "run-meta" });
@@ -423,7 +424,7 @@
     r.how = el("span", { class: "run-meta run-how" });
     const label = (text) => el("span", { class: "run-label", text: `${text} ` });
     const node = el("li", { class: "run", "data-run-id": run.runId },
-      el("span", {}, r.status),
+      el("span", {}, r.status, r.attempt),
       el("span", { class: "run-time" }, r.rel, r.abs),
       el("span", {}, label("took"), r.duration),
       el("span", {}, label("replica"), r.replica),
@@ -437,6 +438,15 @@
     setClass(r.status, `badge status status-${run.status}`);
     setText(r.status, run.status);
     r.status.dataset.status = run.status;
+    // Retries within the slot (RetryPolicy): one row, its attempt counting up.
+    const attempt = run.attempt || 1;
+    r.attempt.hidden = attempt < 2 && !run.retryAt;
+    setText(r.attempt, run.retryAt
+      ? `attempt ${attempt} failed · retry ${local(run.retryAt)}`
+      : `attempt ${attempt}`);
+    r.attempt.title = run.retryAt
+      ? `attempt ${attempt + 1} is due at ${run.retryAt} (UTC)`
+      : `${attempt} attempts of this slot`;
     const at = run.firedAt || run.scheduledAt;
     r.rel.dataset.rel = at;
     r.rel.dataset.prefix = run.firedAt ? "fired " : "slot ";

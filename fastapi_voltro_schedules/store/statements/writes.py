@@ -23,6 +23,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from ...enums import RunStatus
 from ...models import UTCDateTime, bind_utc, runs_table
+from ...records import RUN_COLUMNS
 from ..base import LIVE_STATUSES
 from .dialects import database_now_sql
 
@@ -36,8 +37,10 @@ def _stored(value: Any) -> Any:
 def insert_runs() -> Insert:
     """The run-row ``INSERT``, executed with a list of rows (``executemany``): one statement
     compiled once and cached, whatever the batch size — a multi-``VALUES`` insert would be
-    recompiled for every new row count."""
-    return insert(runs_table)
+    recompiled for every new row count. It names :data:`RUN_COLUMNS` only: ``attempt`` and
+    ``retry_at`` (a retry's, see :mod:`...retries`) take their server defaults, so a firing's
+    insert sends nothing for them."""
+    return insert(runs_table).values({name: bindparam(name) for name in RUN_COLUMNS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,7 @@ def _pg_array_type(column_name: str) -> str:
 def insert_runs_array() -> TextClause:
     """Postgres: many run rows in one ``INSERT … SELECT FROM unnest(<one array per column>)``
     — one statement and one plan instead of a protocol round of ``executemany`` per row."""
-    columns = [c.name for c in runs_table.c]
+    columns = list(RUN_COLUMNS)
     casts = ", ".join(f"CAST(:{n} AS {_pg_array_type(n)})" for n in columns)
     quoted = ", ".join(f'"{n}"' for n in columns)
     return text(f"INSERT INTO {runs_table.name} ({quoted}) SELECT * FROM unnest({casts})")
