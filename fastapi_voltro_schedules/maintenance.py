@@ -35,6 +35,7 @@ from .errors import StoreUnavailableError
 from .ledger import mark_abandoned, new_row
 from .logs import logger
 from .planning import DEAD_AFTER_BEATS, is_live
+from .store.base import UNCHECKED
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -147,6 +148,37 @@ class Maintenance:
         self.owing = self.owing | {name} if owes_all else self.owing - {name}
         if self.rowless is not None and name not in self.rowless.self_names:
             self.rowless = replace(self.rowless, self_names=self.rowless.self_names | {name})
+
+    async def _write_off_row(
+        self,
+        name: str,
+        row: RunRecord,
+        now: datetime,
+        reason: str,
+        beat: datetime | None = UNCHECKED,
+    ) -> bool:
+        """``row`` (``queued``, of its replica — and of ``beat``, when given: a silent row's
+        last beat) written off ``missed``; ``False`` when it moved since or the store did not
+        answer (logged: the next boot or delete tries again)."""
+        try:
+            return await self.store.update_run(
+                row.id,
+                expect_status=RunStatus.QUEUED,
+                expect_replica_id=row.replica_id,
+                expect_heartbeat_at=beat,
+                status=RunStatus.MISSED,
+                finished_at=now,
+                error_tag=WRITTEN_OFF,
+                error_message=reason,
+            )
+        except StoreUnavailableError as exc:
+            logger.warning(
+                "scheduler: could not write off a queued firing  name=%s runId=%s: %s",
+                name,
+                row.id,
+                exc,
+            )
+            return False
 
     async def account_rowless(self) -> int:
         """Turn every claim older than three beats whose slot has no row into a ``missed`` row
@@ -274,27 +306,9 @@ class Maintenance:
             for row in rows:
                 if is_live(row.status, row.fired_at, row.heartbeat_at, now, self.heartbeat_ms):
                     continue
-                try:
-                    done = await self.store.update_run(
-                        row.id,
-                        expect_status=RunStatus.QUEUED,
-                        expect_replica_id=row.replica_id,
-                        expect_heartbeat_at=row.heartbeat_at,
-                        status=RunStatus.MISSED,
-                        finished_at=now,
-                        error_tag=WRITTEN_OFF,
-                        error_message=f"{reason} — written off at boot",
-                    )
-                except StoreUnavailableError as exc:
-                    logger.warning(
-                        "scheduler: could not write off a queued firing  name=%s runId=%s: %s",
-                        name,
-                        row.id,
-                        exc,
-                    )
-                    done = False
-                if done:
-                    count += 1
+                count += await self._write_off_row(
+                    name, row, now, f"{reason} — written off at boot", row.heartbeat_at
+                )
             written += count
             if count:
                 if self.queue_metrics is not None:
@@ -356,25 +370,7 @@ class Maintenance:
             logger.warning("scheduler: queued rows check failed: %s", exc)
             queued = []
         for row in queued:
-            try:
-                done = await self.store.update_run(
-                    row.id,
-                    expect_status=RunStatus.QUEUED,
-                    expect_replica_id=row.replica_id,
-                    status=RunStatus.MISSED,
-                    finished_at=now,
-                    error_tag=WRITTEN_OFF,
-                    error_message=reason,
-                )
-            except StoreUnavailableError as exc:
-                logger.warning(
-                    "scheduler: could not write off a queued firing  name=%s runId=%s: %s",
-                    name,
-                    row.id,
-                    exc,
-                )
-                done = False
-            count += done
+            count += await self._write_off_row(name, row, now, reason)
         if count:
             if self.queue_metrics is not None:
                 self.queue_metrics.recoveries.labels(name=name, outcome="abandoned").inc(count)

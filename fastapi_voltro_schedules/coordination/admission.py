@@ -373,27 +373,11 @@ class Admitter:
         its schedule's line: the take-over compares the beat that was judged silent, so of
         several replicas (or a waiter adopting it) exactly one gets it. ``LOST``: another did.
         A paused schedule's row is taken over all the same and held in line."""
-        now = self.clock.now()
-        try:
-            mine = await self.store.update_run(
-                orphan.id,
-                expect_status=RunStatus.QUEUED,
-                expect_replica_id=orphan.replica_id,
-                expect_heartbeat_at=orphan.heartbeat_at,
-                replica_id=self.replica_id,
-                heartbeat_at=now,
-            )
-        except StoreUnavailableError as exc:
-            logger.warning(
-                "schedule: could not resume an owed queued firing  name=%s runId=%s: %s",
-                schedule.name,
-                orphan.id,
-                exc,
-            )
-            return Admission(Verdict.UNAVAILABLE)
-        if not mine:
-            return Admission(Verdict.LOST)
-        row = replace(orphan, replica_id=self.replica_id, heartbeat_at=now)
+        row = await self._take_over(
+            schedule, orphan, RunStatus.QUEUED, "resume an owed queued firing"
+        )
+        if isinstance(row, Admission):
+            return row
         logger.warning(
             "schedule: resumed an owed queued firing of a replica that stopped reporting  "
             "name=%s runId=%s scheduledAt=%s heldBy=%s",
@@ -406,18 +390,18 @@ class Admitter:
             return Admission(Verdict.QUEUED, row, self._chain_written(schedule, row))
         return Admission(Verdict.QUEUED, row, self.line.turn(schedule, row, self.pauses))
 
-    # -- retries within the slot -------------------------------------------------------------
-
-    async def take_over_retry(self, schedule: Schedule, orphan: RunRecord) -> Admission:
-        """Take over ``orphan`` — a silent ``running`` row of a stopped replica with a retry
-        pending (``retry_at``) — comparing the owner and the beat that was judged silent, so
-        of several replicas exactly one gets it (``LOST``: another did). Answers ``QUEUED``
-        with the row as it now reads: its attempt waits for :meth:`retry`."""
+    async def _take_over(
+        self, schedule: Schedule, orphan: RunRecord, status: RunStatus, what: str
+    ) -> RunRecord | Admission:
+        """``orphan`` (a silent row of ``status`` of a stopped replica) made this replica's:
+        one compare-and-set on its owner and the beat judged silent, so of several replicas
+        exactly one wins. The row as it now reads, or the answer when it could not be had
+        (``LOST``: another replica took it; ``UNAVAILABLE``: the store did not answer)."""
         now = self.clock.now()
         try:
             mine = await self.store.update_run(
                 orphan.id,
-                expect_status=RunStatus.RUNNING,
+                expect_status=status,
                 expect_replica_id=orphan.replica_id,
                 expect_heartbeat_at=orphan.heartbeat_at,
                 replica_id=self.replica_id,
@@ -425,14 +409,25 @@ class Admitter:
             )
         except StoreUnavailableError as exc:
             logger.warning(
-                "schedule: could not take over a pending retry  name=%s runId=%s: %s",
-                schedule.name,
-                orphan.id,
-                exc,
+                "schedule: could not %s  name=%s runId=%s: %s", what, schedule.name, orphan.id, exc
             )
             return Admission(Verdict.UNAVAILABLE)
         if not mine:
             return Admission(Verdict.LOST)
+        return replace(orphan, replica_id=self.replica_id, heartbeat_at=now)
+
+    # -- retries within the slot -------------------------------------------------------------
+
+    async def take_over_retry(self, schedule: Schedule, orphan: RunRecord) -> Admission:
+        """Take over ``orphan`` — a silent ``running`` row of a stopped replica with a retry
+        pending (``retry_at``) — comparing the owner and the beat that was judged silent, so
+        of several replicas exactly one gets it (``LOST``: another did). Answers ``QUEUED``
+        with the row as it now reads: its attempt waits for :meth:`retry`."""
+        taken = await self._take_over(
+            schedule, orphan, RunStatus.RUNNING, "take over a pending retry"
+        )
+        if isinstance(taken, Admission):
+            return taken
         logger.warning(
             "schedule: took over a pending retry of a replica that stopped reporting  "
             "name=%s runId=%s scheduledAt=%s attempt=%d retryAt=%s heldBy=%s",
@@ -443,7 +438,6 @@ class Admitter:
             iso_z(orphan.retry_at) if orphan.retry_at is not None else "-",
             orphan.replica_id,
         )
-        taken = replace(orphan, replica_id=self.replica_id, heartbeat_at=now)
         return Admission(Verdict.QUEUED, taken)
 
     async def retry(self, schedule: Schedule, row: RunRecord) -> Admission:
