@@ -88,6 +88,18 @@ def from_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
+def parse_range(start: str | datetime, end: str | datetime) -> tuple[datetime, datetime]:
+    """``(from, to]`` parsed, ``from`` before ``to`` (:class:`BackfillRequestError` naming the
+    field otherwise)."""
+    begin = parse_instant(start, "from")
+    finish = parse_instant(end, "to")
+    if begin >= finish:
+        raise BackfillRequestError(
+            f"from={iso_z(begin)} is not before to={iso_z(finish)} — the range is (from, to]"
+        )
+    return begin, finish
+
+
 def parse_instant(value: str | datetime, field_name: str) -> datetime:
     """An ISO-8601 instant with a zone (``2026-08-10T00:00:00Z`` or ``…+02:00``), between
     :data:`EARLIEST_INSTANT` and :data:`LATEST_INSTANT`."""
@@ -256,12 +268,7 @@ async def plan_range(
     Reads only: the plan is also the answer of a dry run (``dry_run``: no confirmation is
     asked — nothing would fire)."""
     policy = check_reprocess(reprocess)
-    begin = parse_instant(start, "from")
-    finish = parse_instant(end, "to")
-    if begin >= finish:
-        raise BackfillRequestError(
-            f"from={iso_z(begin)} is not before to={iso_z(finish)} — the range is (from, to]"
-        )
+    begin, finish = parse_range(start, end)
     bound = check_limit(limit)
     slots = schedule.occurrences(begin, finish, limit=HARD_CEILING + 1)
     count_text = f"more than {HARD_CEILING:,}" if len(slots) > HARD_CEILING else f"{len(slots):,}"

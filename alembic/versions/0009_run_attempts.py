@@ -43,15 +43,17 @@ def _utc_datetime() -> sa.types.TypeEngine[object]:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("_voltro_schedule_runs") as batch:
-        batch.add_column(
-            sa.Column("attempt", sa.Integer(), nullable=False, server_default=sa.text("1"))
-        )
-        batch.add_column(sa.Column("retry_at", _utc_datetime(), nullable=True))
-    with op.batch_alter_table("_voltro_schedule_definitions") as batch:
-        batch.add_column(sa.Column("retry_attempts", sa.Integer(), nullable=True))
-        batch.add_column(sa.Column("retry_backoff_ms", sa.BigInteger(), nullable=True))
-        batch.add_column(sa.Column("retry_max_backoff_ms", sa.BigInteger(), nullable=True))
+    # Plain ADD COLUMNs, not a batch: every store adds a column in place (SQLite too — a NOT
+    # NULL one with its default), and a batch on SQLite needs the live table to reflect, so
+    # `voltro migrate --sql` (DDL for a DBA, no connection) could not print it.
+    runs, definitions = "_voltro_schedule_runs", "_voltro_schedule_definitions"
+    op.add_column(
+        runs, sa.Column("attempt", sa.Integer(), nullable=False, server_default=sa.text("1"))
+    )
+    op.add_column(runs, sa.Column("retry_at", _utc_datetime(), nullable=True))
+    op.add_column(definitions, sa.Column("retry_attempts", sa.Integer(), nullable=True))
+    op.add_column(definitions, sa.Column("retry_backoff_ms", sa.BigInteger(), nullable=True))
+    op.add_column(definitions, sa.Column("retry_max_backoff_ms", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:

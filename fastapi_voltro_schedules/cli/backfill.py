@@ -14,9 +14,10 @@ import httpx
 import typer
 
 from .. import devtokens
-from ..backfill import RangeSummary
+from ..backfill import RangeSummary, parse_range
 from ..clock import iso_z
 from ..enums import Reprocess
+from ..errors import BackfillRequestError
 from ..migrations import redact_url
 from .common import CliError, _scrub, find_scheduling, schedule_app
 from .retry import DEFAULT_RETRY_FOR, RetryOpt, refused, retry_delays, retrying, unreachable
@@ -483,6 +484,13 @@ def schedule_backfill(
         raise typer.Exit(code=EXIT_BAD_INPUT)
     options: dict[str, Any] = {"yes": yes, "limit": limit, "reprocess": reprocess}
     if url:
+        # Checked here, not left to the server: over HTTP a range holding no instant answers an
+        # empty summary (a client may well ask for one); typed by a person, it is a mistake.
+        try:
+            parse_range(start, end)
+        except BackfillRequestError as exc:
+            _say(str(exc))
+            raise typer.Exit(code=EXIT_BAD_INPUT) from None
         code = _http_backfill(
             url, token, name, start, end, dry_run=dry_run, retry_for=retry_for, **options
         )
