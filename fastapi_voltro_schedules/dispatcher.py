@@ -473,9 +473,7 @@ class Dispatcher:
                 self._handler_done(schedule, run)
 
         try:
-            status = await self.runner.execute(
-                schedule, run, lambda *_: release(), self._recorded
-            )
+            status = await self.runner.execute(schedule, run, lambda *_: release(), self._recorded)
         finally:
             release()
             self.inflight.finishing.discard(run.id)
