@@ -538,7 +538,7 @@ class Dispatcher:
 
     async def _carry_retry(self, schedule: Schedule, row: RunRecord, firing: Firing) -> None:
         watchdog = self.runner.watchdog
-        watched = watchdog.keep_alive(row.id, row.heartbeat_at or self.clock.now())
+        watched = watchdog.keep_alive(row.id)
         status: RunStatus | None = None
         started = False
         try:

@@ -304,8 +304,7 @@ class Runner:
             )
 
     def _keep_beating(self, outcome: RunOutcome) -> Watched:
-        since = outcome.fired_at or outcome.finished_at
-        return self.watchdog.keep_alive(outcome.run_id, since)
+        return self.watchdog.keep_alive(outcome.run_id)
 
 
 class RunBatch:
