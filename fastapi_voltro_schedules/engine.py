@@ -420,6 +420,11 @@ class Engine:
         """What this engine runs (declared, then written, in the order they were armed)."""
         return list(self._schedules.values())
 
+    @property
+    def schedule_count(self) -> int:
+        """How many schedules this engine runs (no list built: a poll may ask often)."""
+        return len(self._schedules)
+
     def arm_written(self, schedule: Schedule, after: datetime) -> None:
         """Run ``schedule`` — written at run time (new, or an edit of one this engine runs) —
         from ``after``, its version's ``effective_from``: the timer arms its first slot after
