@@ -73,8 +73,8 @@ class SQLDefinitions(SQLConnections):
         for record in records:
             aware(record.effective_from, "effective_from")
         dialect = self.engine.dialect.name
-        # On Postgres under cdc the NOTIFY rides in the insert's own statement (as the
-        # terminal writes' do): no round trip of its own, sent at commit, for inserted rows only.
+        # On Postgres under cdc a NOTIFY per inserted row follows in the insert's transaction:
+        # sent at commit, for the rows this replica inserted only.
         announced = announce and dialect == "postgresql"
         recorded = 0
         for chunk in definition_chunks(records):
@@ -82,9 +82,13 @@ class SQLDefinitions(SQLConnections):
 
             async def work(conn: AsyncConnection, rows: list[dict[str, Any]] = rows) -> int:
                 # the rows an INSERT … ON CONFLICT DO NOTHING / INSERT IGNORE really added
-                if announced:  # one pg_notify row per row inserted
-                    return len((await conn.execute(q.definitions_insert_announced(rows))).all())
-                return int((await conn.execute(q.definitions_insert(dialect, rows))).rowcount)
+                result = await conn.execute(q.definitions_insert(dialect), rows)
+                if not result.returns_rows:  # MariaDB/MySQL: counted, not named
+                    return int(result.rowcount)
+                added = list(result.scalars())
+                if announced and added:
+                    await conn.execute(q.definitions_announce(added))
+                return len(added)
 
             recorded += await self._attempt("add_definitions", work)
         return recorded

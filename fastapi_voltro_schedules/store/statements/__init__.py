@@ -40,8 +40,8 @@ from .claims import (
 )
 from .definitions import (
     definition_keys_since_select,
+    definitions_announce,
     definitions_insert,
-    definitions_insert_announced,
     definitions_select,
     definitions_since_select,
     newest_effective_since_select,
@@ -135,8 +135,8 @@ __all__ = [
     "database_now",
     "database_now_sql",
     "definition_keys_since_select",
+    "definitions_announce",
     "definitions_insert",
-    "definitions_insert_announced",
     "definitions_select",
     "definitions_since_select",
     "dialect_family",
