@@ -109,6 +109,8 @@ class Config:
     runs: int = 3
     postgres_url: str | None = None
     peers: bool = True
+    peer_names: tuple[str, ...] = ("aps3", "aps4")
+    """Which peers run when ``peers`` is on (``bench.scale`` runs APScheduler 3 only)."""
     graceful: bool = False
     """Shut the scheduler down properly after measuring (smoke mode); else the worker exits
     hard once its figures are out, so a backlog's shutdown does not eat the time budget."""
@@ -121,7 +123,7 @@ class Config:
             # the herd sets ×3 beside ×1: scaling out must be faster, not only correct
             found.extend([OURS_PG, OURS_PG3, OURS_PG3_CLUSTER] if replicas else [OURS_PG])
         if self.peers:
-            found += [APS3, APS4]
+            found += [peer for peer in (APS3, APS4) if peer.peer in self.peer_names]
         return found
 
 
