@@ -149,7 +149,7 @@ def build_engine(
         change_strategy=change_strategy(config, store),
         pauses=pauses,
         versions=versions,
-        external_names=[s.name for s in schedules if triggers[s.name] is TriggerMode.EXTERNAL],
+        external=[s for s in schedules if triggers[s.name] is TriggerMode.EXTERNAL],
     )
 
 

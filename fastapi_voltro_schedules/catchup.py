@@ -180,9 +180,9 @@ async def resume_retries(
     rows with ``retry_at`` set the reaper just read), the silent ones — through the door
     (:attr:`Why.RETRY`: the take-over compares the beat judged silent, so one replica gets
     each; the attempt then starts when due, unless the slot's window closed meanwhile).
-    Returns how many it took. Such a row of a schedule no replica here can retry (an external
-    one, a deleted one) is marked ``failed/abandoned`` instead, its last failure kept in the
-    message. ``here``: whether this process beats a row."""
+    Returns how many it took. Such a row of a schedule no replica here can retry (a deleted or
+    renamed one: ``schedules`` holds the external ones too) is marked ``failed/abandoned``
+    instead, its last failure kept in the message. ``here``: whether this process beats a row."""
     by_name = {s.name: s for s in schedules if s.retry is not None}
     taken = 0
     for row in rows:

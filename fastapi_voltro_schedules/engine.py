@@ -15,7 +15,7 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -93,8 +93,12 @@ class Engine:
         queue_metrics: QueueMetrics | None = None,
         pauses: PauseView = NO_PAUSES,
         versions: Versions = NO_VERSIONS,
-        external_names: Collection[str] = (),
+        external: Sequence[Schedule] = (),
     ) -> None:
+        external_names = [s.name for s in external]
+        self._retried_elsewhere = [s for s in external if s.retry is not None]
+        """The ``external`` schedules with a :class:`RetryPolicy`: armed nowhere, yet a retry one
+        left pending when its replica stopped is taken over here like a ``self`` one's."""
         self._schedules = {s.name: s for s in schedules}
         """What this engine runs, by name: a run-time write arms or disarms one in O(1) — ten
         thousand written one after another must not cost ten thousand list rebuilds each."""
@@ -313,7 +317,7 @@ class Engine:
         return await resume_retries(
             self.store,
             self.dispatcher,
-            self.schedules,
+            [*self.schedules, *self._retried_elsewhere],
             pending,
             self.clock.now(),
             heartbeat_ms=self.heartbeat_ms,

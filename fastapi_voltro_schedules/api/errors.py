@@ -119,8 +119,8 @@ CALLERS_TO_FIX = frozenset(
 """The codes of refusals the caller must change the request to get past (an unknown name, a
 bad field, an instant already passed) — not a state of the scheduler that passes (``busy``,
 ``paused``, ``store_unavailable``), nor a name the code owns (``declared_in_code``: the fix is
-in the code or a deploy, docs/runtime-schedules.md). ``voltro schedule`` exits 2 on these, 1 on the others,
-whether it asked over HTTP or in process."""
+in the code or a deploy, docs/runtime-schedules.md). ``voltro schedule`` exits 2 on these, 1
+on the others, whether it asked over HTTP or in process."""
 
 
 def status_of(error: VoltroError) -> tuple[int, str]:
