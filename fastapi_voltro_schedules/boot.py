@@ -150,6 +150,7 @@ def build_engine(
         pauses=pauses,
         versions=versions,
         external_names=[s.name for s in schedules if triggers[s.name] is TriggerMode.EXTERNAL],
+        external=[s for s in schedules if triggers[s.name] is TriggerMode.EXTERNAL],
     )
 
 
