@@ -53,6 +53,11 @@ class FiringRef:
     run_id: str
     trigger: Trigger
     attempt: int
+    replica_id: str
+    """This replica: the run's row is its ``running`` row."""
+    job_id: str | None
+    """The job this attempt's row already names — a replica took the row over after the one
+    that handed it off stopped: that job is followed, not a new one — else ``None``."""
     record_job: Callable[[str, str], Awaitable[None]] = field(repr=False)
     """``await record_job(job_id, tracking)`` writes the job onto the run's row (a conditional
     write: it raises when the row is no longer this replica's ``running`` row)."""

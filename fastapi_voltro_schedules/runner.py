@@ -118,6 +118,8 @@ class Runner:
             run_id=run.id,
             trigger=run.trigger,
             attempt=run.attempt,
+            replica_id=self.ledger.replica_id,
+            job_id=run.job_id,
             record_job=record_job,
         )
 

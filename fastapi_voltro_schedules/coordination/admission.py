@@ -485,13 +485,22 @@ class Admitter:
                     attempt=row.attempt + 1,
                     retry_at=None,
                     heartbeat_at=now,
+                    # a handed-off attempt's job is over: the next attempt is a job of its own
+                    job_id=None,
+                    job_tracking=None,
                 )
                 if not mine:
                     return Admission(Verdict.LOST)
                 # fired_at here is the attempt's start: its watchdog deadline counts from it
                 # (the row keeps the slot's first firing)
                 run = replace(
-                    row, attempt=row.attempt + 1, retry_at=None, heartbeat_at=now, fired_at=now
+                    row,
+                    attempt=row.attempt + 1,
+                    retry_at=None,
+                    heartbeat_at=now,
+                    fired_at=now,
+                    job_id=None,
+                    job_tracking=None,
                 )
                 logger.info(
                     "schedule: retrying  name=%s runId=%s attempt=%d scheduledAt=%s",

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from ..context import FiringRef
 from ..enums import Trigger
 
 SLOT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -73,6 +74,22 @@ class JobEngine(Protocol):
 
     async def report(self, job_id: str) -> JobReport:
         """How job ``job_id`` stands now (one look, no wait)."""
+        ...
+
+
+@runtime_checkable
+class RecordingEngine(JobEngine, Protocol):
+    """An engine whose queue lives in the ledger's own database (procrastinate on the
+    ledger's Postgres): the run row's job columns and the job are written in **one
+    transaction**, so a row names a job iff the job exists — no window to dedupe."""
+
+    async def enqueue_recorded(
+        self, key: str, task: str, payload: dict[str, Any], firing: FiringRef, tracking: Tracking
+    ) -> str:
+        """In one transaction: write ``job_id``/``tracking`` onto ``firing``'s row (iff it is
+        still ``firing.replica_id``'s ``running`` row — else raise :class:`HandoffError`,
+        nothing enqueued) and enqueue ``task`` (deduplicated on ``key``); returns the engine's
+        job id, the one written."""
         ...
 
 

@@ -12,7 +12,7 @@ import anyio
 from ..context import FiringRef
 from ..errors import ConfigurationError, HandoffError, JobFailedError
 from ..logs import logger
-from .base import JobEngine, JobState, Tracking, job_id_for
+from .base import JobEngine, JobState, RecordingEngine, Tracking, job_id_for
 
 DEFAULT_POLL_S = 0.5
 """How often a followed job's state is read. Real time: it waits on a worker, not on a
@@ -110,25 +110,42 @@ class FiringHandoff:
                 f"{self.started!r} — one firing hands off one job (its id is the slot's); "
                 f"start {name!r} from inside that job to fan out"
             )
-        job_id = job_id_for(
-            firing.name,
-            firing.scheduled_at,
-            attempt=firing.attempt,
-            trigger=firing.trigger,
-            run_id=firing.run_id,
-        )
-        self.started = job_id
         handoff = self.handoff
+        engine = handoff.engine
         tracking = handoff.tracking
-        # On the row before the enqueue: a crash between the two leaves a row naming a job
-        # the engine may not have; the replica that takes it over enqueues it (deduplicated).
-        await firing.record_job(job_id, tracking.value)
-        fresh = await handoff.engine.enqueue(job_id, name, payload)
+        recorded = firing.job_id
+        fresh = False
+        if recorded is not None:
+            # A replica took this row over from one that stopped after writing the job onto it:
+            # the same job — enqueued again where the write came before the enqueue (a no-op
+            # when it exists), never a second one.
+            job_id = self.started = recorded
+            if not isinstance(engine, RecordingEngine):
+                fresh = await engine.enqueue(job_id, name, payload)
+        else:
+            key = job_id_for(
+                firing.name,
+                firing.scheduled_at,
+                attempt=firing.attempt,
+                trigger=firing.trigger,
+                run_id=firing.run_id,
+            )
+            self.started = key
+            if isinstance(engine, RecordingEngine):
+                job_id = await engine.enqueue_recorded(key, name, payload, firing, tracking)
+                fresh = True
+            else:
+                # On the row before the enqueue: a crash between the two leaves a row naming a
+                # job the engine may not have; the replica taking it over enqueues it.
+                job_id = key
+                await firing.record_job(job_id, tracking.value)
+                fresh = await engine.enqueue(job_id, name, payload)
+            self.started = job_id
         logger.info(
             "schedule: handed off  name=%s runId=%s engine=%s jobId=%s%s",
             firing.name,
             firing.run_id,
-            handoff.engine.name,
+            engine.name,
             job_id,
             "" if fresh else " (already enqueued)",
         )

@@ -9,8 +9,10 @@ reads dead.
 Environment:
 
 - ``VOLTRO_*``         the scheduler's config (``SchedulingConfig()``).
-- ``HANDOFF_ENGINE``   ``arq`` (the only engine so far).
+- ``HANDOFF_ENGINE``   ``arq`` or ``procrastinate``.
 - ``HANDOFF_REDIS_URL``, ``HANDOFF_QUEUE``  where the arq jobs go.
+- ``HANDOFF_PROCRASTINATE_DSN``  the ledger's database, for procrastinate
+  (``apps.handoff_procrastinate``).
 - ``HANDOFF_CLOCK_START``  the clock at boot, default ``2026-03-04T08:30:00+00:00``.
 
 Schedule: ``report`` (``* * * * *`` UTC, ``trigger="external"``), a ``workflow=`` target that
@@ -53,7 +55,13 @@ def _engine() -> JobEngine:
         return ArqEngine.from_url(
             os.environ["HANDOFF_REDIS_URL"], queue_name=os.environ["HANDOFF_QUEUE"]
         )
-    raise RuntimeError(f"HANDOFF_ENGINE={kind!r}: expected arq")
+    if kind == "procrastinate":
+        from apps.handoff_procrastinate import app as jobs
+
+        from fastapi_voltro_schedules.handoff.procrastinate import ProcrastinateEngine
+
+        return ProcrastinateEngine(jobs)
+    raise RuntimeError(f"HANDOFF_ENGINE={kind!r}: expected arq or procrastinate")
 
 
 def payload(ctx: ScheduleContext) -> dict[str, object]:
