@@ -9,7 +9,7 @@ reads dead.
 Environment:
 
 - ``VOLTRO_*``         the scheduler's config (``SchedulingConfig()``).
-- ``HANDOFF_ENGINE``   ``arq`` or ``procrastinate``.
+- ``HANDOFF_ENGINE``   ``arq``, ``procrastinate`` or ``celery`` (``apps.handoff_celery``).
 - ``HANDOFF_REDIS_URL``, ``HANDOFF_QUEUE``  where the arq jobs go.
 - ``HANDOFF_PROCRASTINATE_DSN``  the ledger's database, for procrastinate
   (``apps.handoff_procrastinate``).
@@ -61,7 +61,13 @@ def _engine() -> JobEngine:
         from fastapi_voltro_schedules.handoff.procrastinate import ProcrastinateEngine
 
         return ProcrastinateEngine(jobs)
-    raise RuntimeError(f"HANDOFF_ENGINE={kind!r}: expected arq or procrastinate")
+    if kind == "celery":
+        from apps.handoff_celery import app as jobs
+
+        from fastapi_voltro_schedules.handoff.celery import CeleryEngine
+
+        return CeleryEngine(jobs)
+    raise RuntimeError(f"HANDOFF_ENGINE={kind!r}: expected arq, procrastinate or celery")
 
 
 def payload(ctx: ScheduleContext) -> dict[str, object]:
