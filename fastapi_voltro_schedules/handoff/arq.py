@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.constants import default_queue_name
 from arq.jobs import Job, JobStatus
@@ -43,6 +44,8 @@ class ArqEngine:
     settings: RedisSettings | None = None
     queue_name: str = default_queue_name
     _pool: ArqRedis | None = field(default=None, init=False, repr=False)
+    _making: anyio.Lock = field(default_factory=anyio.Lock, init=False, repr=False)
+    """A herd's firings ask for the pool at once: one of them makes it."""
 
     @classmethod
     def from_url(cls, url: str, *, queue_name: str = default_queue_name) -> ArqEngine:
@@ -62,15 +65,16 @@ class ArqEngine:
     async def pool(self) -> ArqRedis:
         if self.redis is not None:
             return self.redis
-        if self._pool is None:
-            self._pool = await create_pool(self.settings, default_queue_name=self.queue_name)
+        async with self._making:
+            if self._pool is None:
+                self._pool = await create_pool(self.settings, default_queue_name=self.queue_name)
         return self._pool
 
     async def close(self) -> None:
         """Close the pool :meth:`from_url` made (a pool given in is the caller's)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.aclose()
+            await pool.aclose(close_connection_pool=True)
 
     async def enqueue(self, job_id: str, task: str, payload: dict[str, Any]) -> bool:
         redis = await self.pool()

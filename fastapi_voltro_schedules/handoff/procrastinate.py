@@ -25,9 +25,10 @@ points to the worker's log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import procrastinate
 from procrastinate import exceptions as procrastinate_errors
 from procrastinate.jobs import Status
@@ -73,6 +74,8 @@ class ProcrastinateEngine:
     queue: str | None = None
     """The queue to defer to (``None``: the task's own, else procrastinate's default)."""
     _opened: bool = False
+    _opening: anyio.Lock = field(default_factory=anyio.Lock, init=False, repr=False)
+    """A herd's firings find the app closed at once: one of them opens it."""
 
     @property
     def name(self) -> str:
@@ -90,11 +93,12 @@ class ProcrastinateEngine:
                 f"{type(connector).__name__}): the job is deferred on the connection that "
                 "writes the run row, in one transaction"
             )
-        try:
-            connector.pool  # noqa: B018 - raises AppNotOpen when the app is not open
-        except procrastinate_errors.AppNotOpen:
-            await self.app.open_async()
-            self._opened = True
+        async with self._opening:
+            try:
+                connector.pool  # noqa: B018 - raises AppNotOpen when the app is not open
+            except procrastinate_errors.AppNotOpen:
+                await self.app.open_async()
+                self._opened = True
         return connector
 
     async def close(self) -> None:
