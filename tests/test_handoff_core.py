@@ -36,6 +36,7 @@ from fastapi_voltro_schedules import (
     WorkflowTarget,
     define_schedule,
 )
+from fastapi_voltro_schedules.api.inspect_models import InspectRunView
 from fastapi_voltro_schedules.enums import CoordinationOutcome
 from fastapi_voltro_schedules.handoff import job_id_for
 from fastapi_voltro_schedules.handoff.arq import ArqEngine
@@ -162,6 +163,8 @@ async def test_a_row_left_between_its_job_write_and_the_enqueue_is_enqueued_once
             row = await wait_until(lambda: _final(sqlite_url), what="the silent row taken over")
     assert (row.id, row.status, row.replica_id) == (dead.id, RunStatus.SUCCEEDED, "pod-2")
     assert row.job_id == job_id
+    shown = InspectRunView.of(row).model_dump(by_alias=True)  # what the inspect API answers
+    assert (shown["jobId"], shown["jobTracking"]) == (job_id, "followed")
     assert executions(markers) == {marker_name(job_id): 1}
 
 
