@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -73,14 +73,20 @@ class Runner:
     on_retry: Callable[[Schedule, RunRecord], None] | None = None
     """Told of a run whose failure is not final once its pending retry is written (the row
     as it now reads): the dispatcher carries the next attempt out through its door."""
+    _binds: bool = field(init=False, default=False)
+    """``workflows`` is a hand-off starter (:class:`FiringStarter`): each firing's context gets
+    one bound to it. Judged once: a runtime protocol check per firing costs a herd."""
+
+    def __post_init__(self) -> None:
+        self._binds = isinstance(self.workflows, FiringStarter)
 
     def context(self, schedule: Schedule, run: RunRecord) -> ScheduleContext:
         fired_at = run.fired_at or self.clock.now()
         workflows = self.workflows
-        if workflows is not None and isinstance(workflows, FiringStarter):
+        if self._binds:
             # a hand-off starter: the job's identity comes from this firing's slot, and the
             # job is written onto this run's row (see :mod:`.handoff`)
-            workflows = workflows.for_firing(self._firing(run))
+            workflows = cast(FiringStarter, workflows).for_firing(self._firing(run))
         return ScheduleContext(
             scheduled_at=run.scheduled_at,
             fired_at=fired_at,

@@ -27,6 +27,7 @@ from fastapi_voltro_schedules import (
     ConfigurationError,
     Handoff,
     HandoffError,
+    RetryPolicy,
     RunStatus,
     Schedule,
     ScheduleContext,
@@ -233,3 +234,36 @@ async def test_one_firing_hands_off_one_job(
     (error,) = seen
     assert "one firing hands off one job" in str(error)
     assert executions(markers) == {marker_name(job_id_for("report", SLOT)): 1}
+
+
+async def test_a_retried_hand_off_is_a_job_of_its_own(
+    sqlite_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    # attempt 1's job fails; the RetryPolicy's attempt 2 is a new job (…#2) that succeeds
+    schedule = define_schedule(
+        name="report",
+        cron="0 * * * * *",
+        timezone="UTC",
+        retry=RetryPolicy(attempts=2, backoff_ms=1000),
+        workflow=WorkflowTarget(
+            name="handoff_job",
+            payload=lambda ctx: {"slot": ctx.scheduled_at.isoformat(), "fail": ctx.attempt == 1},
+        ),
+    )
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    clock = ManualClock(T0)
+    with _worker(redis_url, markers, tmp_path):
+        async with _running(sqlite_url, redis_url, [schedule], clock):
+            await clock.advance(30)
+
+            async def pending() -> RunRecord | None:
+                row = await _row(sqlite_url)
+                return row if row is not None and row.retry_at is not None else None
+
+            waiting = await wait_until(pending, what="attempt 1's job failed, a retry pending")
+            assert waiting.error_tag == "JobFailedError" and waiting.job_id == SLOT_ID
+            await clock.advance(2)
+            row = await wait_until(lambda: _final(sqlite_url), what="attempt 2 final")
+    assert (row.status, row.attempt, row.job_id) == (RunStatus.SUCCEEDED, 2, f"{SLOT_ID}#2")
+    assert executions(markers) == {marker_name(SLOT_ID): 1, marker_name(f"{SLOT_ID}#2"): 1}
