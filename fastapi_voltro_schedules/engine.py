@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import catch_up, resume_orphans, resume_retries, start_plans
+from .catchup import catch_up, resume_jobs, resume_orphans, resume_retries, start_plans
+from .context import FiringStarter
 from .coordination import (
     Admitter,
     Chain,
@@ -96,12 +97,14 @@ class Engine:
         external: Sequence[Schedule] = (),
     ) -> None:
         external_names = [s.name for s in external]
-        self._retried_elsewhere = [s for s in external if s.retry is not None]
-        """The ``external`` schedules with a :class:`RetryPolicy`: armed nowhere, yet a retry one
-        left pending when its replica stopped is taken over here like a ``self`` one's."""
         self._schedules = {s.name: s for s in schedules}
         """What this engine runs, by name: a run-time write arms or disarms one in O(1) — ten
         thousand written one after another must not cost ten thousand list rebuilds each."""
+        self._external = list(external)
+        """The declared ``trigger="external"`` schedules: not this engine's to fire (arrivals
+        do), but a silent row of theirs naming a handed-off job is followed here
+        (:meth:`resume_jobs`), and a retry one left pending is taken over like a ``self``
+        one's (:meth:`resume_retries`)."""
         self.versions = versions
         self.pauses = pauses
         self.store = store
@@ -247,6 +250,7 @@ class Engine:
                     await self.maintenance.write_off()
                     await self.resume_orphans()
                     await self.resume_retries()
+                    await self.resume_jobs()
                     if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
@@ -317,11 +321,29 @@ class Engine:
         return await resume_retries(
             self.store,
             self.dispatcher,
-            [*self.schedules, *self._retried_elsewhere],
+            [*self.schedules, *self._external],
             pending,
             self.clock.now(),
             heartbeat_ms=self.heartbeat_ms,
             here=self.runner.watchdog.beats,
+        )
+
+    async def resume_jobs(self) -> int:
+        """Take over the handed-off jobs stopped replicas were following, among the rows the
+        reaper just read (see :func:`.catchup.resume_jobs`); returns how many this replica took
+        over."""
+        pending, self.maintenance.pending_jobs = self.maintenance.pending_jobs, []
+        if not pending:
+            return 0
+        return await resume_jobs(
+            self.store,
+            self.dispatcher,
+            [*self.schedules, *self._external],
+            pending,
+            self.clock.now(),
+            heartbeat_ms=self.heartbeat_ms,
+            here=self.runner.watchdog.beats,
+            hands_off=isinstance(self.runner.workflows, FiringStarter),
         )
 
     async def _corpse_loop(self) -> None:
@@ -336,6 +358,7 @@ class Engine:
             await self.maintenance.reap()
             await self.resume_orphans()
             await self.resume_retries()
+            await self.resume_jobs()
             await self.maintenance.account_rowless()
 
     def _quiet(self) -> None:

@@ -103,6 +103,12 @@ class RunRecord:
     part of :data:`RUN_COLUMNS`: an insert leaves it to the server default (1)."""
     retry_at: datetime | None = None
     """While a ``running`` row waits between attempts: when the next one is due."""
+    job_id: str | None = None
+    """The job a hand-off gave this firing to (:mod:`.handoff`; ``None``: it ran in process).
+    Not part of :data:`RUN_COLUMNS`: written once the firing runs, before the enqueue."""
+    job_tracking: str | None = None
+    """``followed`` (the row's final status is the job's) or ``handed-off`` (``succeeded``
+    means enqueued); ``None`` with no job."""
 
     def to_row(self) -> dict[str, Any]:
         """The column values to insert (enums as their stored strings)."""
@@ -146,6 +152,8 @@ class RunRecord:
             error_traceback=row["error_traceback"],
             attempt=row["attempt"],
             retry_at=row["retry_at"],
+            job_id=row["job_id"],
+            job_tracking=row["job_tracking"],
         )
 
     @property
