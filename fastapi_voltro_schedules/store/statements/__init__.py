@@ -42,6 +42,7 @@ from .definitions import (
     definition_keys_since_select,
     definitions_announce,
     definitions_insert,
+    definitions_page,
     definitions_select,
     definitions_since_select,
     newest_effective_since_select,
@@ -106,6 +107,9 @@ RUN_CHUNK = 500
 """Rows per run insert (13 parameters each)."""
 NAME_CHUNK = 2000
 """Schedule names per ``IN (…)`` list: well under every driver's bind-parameter limit."""
+DEFINITIONS_PAGE = 5000
+"""Versions per page of a whole-table read of the definitions (each page its own bounded
+attempt)."""
 DELETE_BATCH = 1000
 """Rows per bounded-delete statement: short transactions that never hold the table for long."""
 
@@ -114,6 +118,7 @@ __all__ = [
     "BY_TIME_INDEX",
     "CLAIM_CHUNK",
     "DEFINITIONS_CHANNEL",
+    "DEFINITIONS_PAGE",
     "DELETE_BATCH",
     "FINISH_KEYS",
     "LINE_SUFFIX",
@@ -137,6 +142,7 @@ __all__ = [
     "definition_keys_since_select",
     "definitions_announce",
     "definitions_insert",
+    "definitions_page",
     "definitions_select",
     "definitions_since_select",
     "dialect_family",

@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Insert, Select, TextClause, func, insert, select, text
+from sqlalchemy import Insert, Select, TextClause, and_, func, insert, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ...models import definitions_table
@@ -60,6 +60,18 @@ def definitions_select(names: Collection[str] | None = None) -> Select[Any]:
     stmt = select(definitions_table).order_by(c.name, c.version.desc())
     if names is not None:
         stmt = stmt.where(c.name.in_(sorted(names)))
+    return stmt
+
+
+def definitions_page(after: tuple[str, int] | None, limit: int) -> Select[Any]:
+    """Up to ``limit`` versions in :func:`definitions_select`'s order (name, then newest
+    first), from just after the version ``after`` (``(name, version)``; ``None``: the start) —
+    a whole-table read in pages that never split what a later page would skip."""
+    c = definitions_table.c
+    stmt = select(definitions_table).order_by(c.name, c.version.desc()).limit(limit)
+    if after is not None:
+        name, version = after
+        stmt = stmt.where(or_(c.name > name, and_(c.name == name, c.version < version)))
     return stmt
 
 
