@@ -28,6 +28,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--lead", type=float, default=45.0, help="herd: launch → instant, s (boot + room)"
     )
+    parser.add_argument(
+        "--quiet", type=float, default=30.0, help="herd: no new start for this long ends it, s"
+    )
     parser.add_argument("--postgres-url", help="also the herd on Postgres (tables reset!)")
     parser.add_argument("--no-peers", action="store_true", help="ours only")
     parser.add_argument(
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     if "herd" not in args.skip:
         # the lead covers a boot of N on a busy box: a herd armed after its instant is retried
         # once only, and 100,000 handlers due before the worker is armed measure nothing
-        sections.append(harness.run_herd(cfg, n=args.n, boots=boots, lead=args.lead))
+        herd = harness.run_herd(cfg, n=args.n, boots=boots, lead=args.lead, quiet_s=args.quiet)
+        sections.append(herd)
     env["wall time"] = f"{(time.time() - started) / 60:.1f} min"
     env["worker logs"] = str(cfg.logs)
     print(harness.render(sections, cfg.systems(replicas="herd" not in args.skip), env))
