@@ -324,3 +324,28 @@ async def test_a_lease_statement_cut_off_raises_the_store_error_counter(
         for op in ("cluster_beat", "cluster_leases")
     }
     assert errors == {"cluster_beat": 1.0, "cluster_leases": 1.0}
+
+
+def test_ownership_changes_are_a_line_each_up_to_twenty_then_one_counted_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A replica joining a fleet of 100,000 schedules takes tens of thousands of leases at one
+    beat: a line each was hundreds of thousands of lines, and seconds of the beat that must
+    renew them before they expire."""
+    import logging
+
+    from fastapi_voltro_schedules.coordination.cluster import LOG_EACH, _tell
+
+    few = [f"name=s{i} to=r-b" for i in range(LOG_EACH)]
+    many = [f"name=s{i} token=3 fire=0 missed=0" for i in range(30_000)]
+    with caplog.at_level(logging.INFO, logger="fastapi_voltro_schedules"):
+        _tell(logging.INFO, "ownership moved", few)
+        _tell(logging.INFO, "took ownership", many)
+        _tell(logging.WARNING, "lease lost — taken over", [])
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[:LOG_EACH] == [f"schedule: ownership moved  {item}" for item in few]
+    assert lines[LOG_EACH:] == [
+        "schedule: took ownership  count=30000 first: "
+        + "; ".join(f"name=s{i} token=3 fire=0 missed=0" for i in range(5))
+        + " …"
+    ]

@@ -34,6 +34,7 @@ claimed in the claims table as under ``advisoryLock`` (outcome ``external``); Ru
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -259,6 +260,9 @@ class Membership:
             self.members = members
         valid_until = sent + self.ttl_ms / 1000
         answered = time.monotonic()
+        released: list[str] = []
+        lost: list[str] = []
+        moved: list[str] = []
         for name in list(self.gate.held):
             token = held.get(name)
             mine = self.gate.held[name]
@@ -267,11 +271,11 @@ class Membership:
                 heir = owner_of(name, members)
                 if name not in self.schedules:
                     # a run-time schedule deleted (Engine.disarm_written): released, not lost
-                    logger.info("schedule: lease released — schedule deleted  name=%s", name)
+                    released.append(f"name={name}")
                 elif heir == self.replica_id:  # it was taken while this replica was silent
-                    logger.warning("schedule: lease lost — taken over  name=%s", name)
+                    lost.append(f"name={name}")
                 else:
-                    logger.info("schedule: ownership moved  name=%s to=%s", name, heir or "-")
+                    moved.append(f"name={name} to={heir or '-'}")
             elif answered >= mine.valid_until:
                 # This replica stopped trusting the lease before this renewal came back (a late
                 # beat), so the gate refused the slots due meanwhile — yet the database kept it
@@ -285,6 +289,9 @@ class Membership:
                 )
             else:
                 mine.valid_until = valid_until
+        _tell(logging.INFO, "lease released — schedule deleted", released)
+        _tell(logging.WARNING, "lease lost — taken over", lost)
+        _tell(logging.INFO, "ownership moved", moved)
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
         return await self._take_over(gained, valid_until) if gained else {}
 
@@ -299,6 +306,7 @@ class Membership:
             return {}
         now = self.clock.now()
         plans: dict[str, CatchUpPlan] = {}
+        taken: list[str] = []
         for name, token in gained.items():
             schedule = self.schedules[name]
             last_run = last.get(name)
@@ -314,15 +322,12 @@ class Membership:
             )
             held = Held(token, boundary, valid_until, set(plan.fire) | set(plan.missed))
             self.gate.hold(name, held)
-            logger.info(
-                "schedule: took ownership  name=%s token=%d fire=%d missed=%d",
-                name,
-                token,
-                len(plan.fire),
-                len(plan.missed),
+            taken.append(
+                f"name={name} token={token} fire={len(plan.fire)} missed={len(plan.missed)}"
             )
             if plan.fire or plan.missed:
                 plans[name] = plan
+        _tell(logging.INFO, "took ownership", taken)
         return plans
 
     async def leave(self) -> None:
@@ -333,3 +338,21 @@ class Membership:
             await self.leases.leave(self.replica_id)
         except StoreUnavailableError as exc:
             logger.warning("scheduler: could not leave the cluster (leases expire): %s", exc)
+
+
+LOG_EACH = 20
+"""Ownership changes of one kind at one beat logged a line each, up to this many: a replica
+joining or leaving a fleet of 100,000 schedules moves tens of thousands at once — a line each
+was hundreds of thousands of lines, and seconds of the beat that must renew the leases."""
+
+
+def _tell(level: int, what: str, items: list[str]) -> None:
+    """Log ``items`` (the ``name=…`` parts of one kind of change) a line each, or — more than
+    :data:`LOG_EACH` — one line with their count and the first five."""
+    if len(items) <= LOG_EACH:
+        for item in items:
+            logger.log(level, "schedule: %s  %s", what, item)
+    elif items:
+        logger.log(
+            level, "schedule: %s  count=%d first: %s …", what, len(items), "; ".join(items[:5])
+        )
