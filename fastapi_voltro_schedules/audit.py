@@ -17,9 +17,6 @@ The three findings:
   is gone and nobody marked it ``failed/abandoned`` yet. A ``running`` row waiting between two
   attempts (``retry_at`` set) is live while its replica beats it; silent, it is stuck until
   another replica takes the retry over (the detail says so).
-An excluded slot (``exclude=``: a listed day, a holiday) is not a problem: the engine records
-it ``skipped`` with ``error_tag="excluded"`` — its row — and the report counts them.
-
 - **gap** — a slot a ``self`` schedule owed in the range with no row at all (no run, no
   ``skipped``, no ``missed``). Owed are the slots its definition versions own
   (:mod:`.definitions`: each version's cron within its own span, nothing before the first
@@ -33,6 +30,9 @@ it ``skipped`` with ``error_tag="excluded"`` — its row — and the report coun
   database URL reports duplicates and stuck rows only — except for run-time schedules
   (``put_schedule``), whose definitions the versions table holds: they are always
   gap-checked, up to their deletion when they were deleted.
+
+An excluded slot (``exclude=``: a listed day, a holiday) is not a finding: the engine records
+it ``skipped`` with ``error_tag="excluded"`` — the slot's row — and the report counts them.
 """
 
 from __future__ import annotations

@@ -385,8 +385,72 @@ async def test_a_run_time_exclusion_over_http_is_validated_versioned_and_audited
         (berlin(5, 26), RunStatus.SUCCEEDED, None),
     ]
     assert [v["version"] for v in view["versions"]] == [2, 1]  # the unchanged PUT added none
+    assert [v["exclude"] for v in view["versions"]] == [
+        ["2026-05-27", {"country": "DE", "language": "de", "subdiv": "BY"}],
+        [{"country": "DE", "language": "de", "subdiv": "BY"}],
+    ]
     assert view["exclude"] == ["2026-05-27", {"country": "DE", "language": "de", "subdiv": "BY"}]
     done = audit_cli(database_url, start, berlin(5, 26, 10))
     assert done.returncode == 0, (done.stdout, done.stderr)
     report = json.loads(done.stdout)
     assert report["gapChecked"] == ["payroll.acme"] and report["excluded"] == 1
+
+
+# ------------------------------------------------------------------ voltro schedule next
+
+
+def test_schedule_next_shows_calendar_terms_and_marks_excluded_days(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``voltro schedule put`` (in-process, ``--app``) of a month-end schedule with days off,
+    then ``voltro schedule next``: the ``L`` occurrences, the excluded one marked; a bad
+    holidays spec or calendar term is refused naming the field (exit 2)."""
+    from typer.testing import CliRunner
+
+    from fastapi_voltro_schedules.cli import app as cli_app
+    from fastapi_voltro_schedules.cron import CronSpec
+
+    for key, value in {
+        "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'voltro.db'}",
+        "VOLTRO_INSPECT_TOKEN": "operator-token-for-cli-tests",
+        "VOLTRO_DEV": "",
+    }.items():
+        monkeypatch.setenv(key, value)
+    sys.modules.pop("apps.operate_app", None)  # re-read the config from this test's env
+    spec = CronSpec.parse("0 9 L * *", "Europe/Berlin")
+    first = spec.next_occurrence(datetime.now(UTC) + timedelta(minutes=5))
+    day_off = first.astimezone(BERLIN).date().isoformat()
+
+    def voltro(*args: str) -> tuple[int, str, str]:
+        done = CliRunner().invoke(cli_app, ["schedule", *args, "--app", "apps.operate_app:app"])
+        return done.exit_code, done.stdout, done.stderr
+
+    try:
+        code, out, err = voltro(
+            "put", "monthEnd", "--cron", "0 9 L * *", "--timezone", "Europe/Berlin",
+            "--handler", "tenantReport", "--holidays", "DE", "--exclude", day_off,
+        )  # fmt: skip
+        assert code == 0, (out, err)
+        code, out, err = voltro("next", "monthEnd", "--count", "3", "--json")
+        assert code == 0, (out, err)
+        rows = json.loads(out)["occurrences"]
+        assert [r["utc"][:10] for r in rows] == [
+            o.date().isoformat() for o in spec.occurrences(first - timedelta(seconds=1),
+                                                           first + timedelta(days=95), 3)
+        ]  # fmt: skip
+        assert rows[0]["excluded"] == f"excluded: {day_off} is listed"
+        assert all(datetime.fromisoformat(r["local"]).day >= 28 for r in rows)  # month ends
+        code, out, err = voltro("next", "monthEnd", "--count", "1")
+        assert code == 0 and f"skipped — excluded: {day_off} is listed" in out, out
+        code, out, err = voltro(
+            "put", "bad", "--cron", "0 9 L * *", "--timezone", "Europe/Berlin",
+            "--handler", "tenantReport", "--holidays", "DE:ZZ",
+        )  # fmt: skip
+        assert code == 2 and "exclude[0]" in err and "subdivision ZZ" in err, err
+        code, out, err = voltro(
+            "put", "bad", "--cron", "0 9 32W * *", "--timezone", "Europe/Berlin",
+            "--handler", "tenantReport",
+        )  # fmt: skip
+        assert code == 2 and 'day-of-month field "32W" — day 32 is out of range' in err, err
+    finally:
+        sys.modules.pop("apps.operate_app", None)

@@ -8,6 +8,7 @@ one is an API change.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -283,6 +284,11 @@ class VersionView(_Camel):
         description="A run-time schedule's deletion (a tombstone): nothing is owed from "
         "effectiveFrom on, until it is written again.",
     )
+    exclude: list[Any] | None = Field(
+        default=None,
+        description="The days this version does not run (ISO dates, holidays specs); null: "
+        "none. A changed exclusion is a new version.",
+    )
 
     @classmethod
     def of(cls, record: DefinitionRecord) -> VersionView:
@@ -297,6 +303,7 @@ class VersionView(_Camel):
             effective_from=iso_z(record.effective_from),
             source=record.source,
             deleted=record.deleted,
+            exclude=None if record.exclude is None else json.loads(record.exclude),
         )
 
 
