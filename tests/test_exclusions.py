@@ -38,6 +38,7 @@ from fastapi_voltro_schedules import (
 )
 from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.backfill import plan_range
+from fastapi_voltro_schedules.enums import CoordinationOutcome
 from fastapi_voltro_schedules.errors import InvalidScheduleError
 from fastapi_voltro_schedules.exclusions import ExcludeError, parse_exclude
 from fastapi_voltro_schedules.fire_requests import FireRequest, Why
@@ -454,3 +455,52 @@ def test_schedule_next_shows_calendar_terms_and_marks_excluded_days(
         assert code == 2 and 'day-of-month field "32W" — day 32 is out of range' in err, err
     finally:
         sys.modules.pop("apps.operate_app", None)
+
+
+@pytest.mark.postgres
+async def test_a_cluster_owner_writes_off_a_holiday_skipped_through_its_fence(
+    postgres_url: str,
+) -> None:
+    """``coordination="cluster"``: the schedule's owner records the written-off slots through
+    its lease fence — the holiday among them ``skipped``, not ``missed``."""
+    await upgrade_to_head(postgres_url)
+    schedule, ran = weekday_report()
+    clock = ManualClock(berlin(4, 2, 9, 0, 30))
+    async with booted([schedule], postgres_url, clock, coordination="cluster") as s:
+        await clock.advance(4 * 24 * 3600)  # Thursday → Monday in one step: behind by two
+        rows = await _rows(s, "weekdayReport", 2)
+    assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
+        (berlin(4, 3), RunStatus.SKIPPED, "excluded"),
+        (berlin(4, 6), RunStatus.SKIPPED, "excluded"),
+    ]
+    assert {r.coordination_outcome for r in rows} == {CoordinationOutcome.CLUSTER}  # fenced
+    assert ran == []
+
+
+async def test_a_declared_schedules_changed_exclude_is_a_new_version(sqlite_url: str) -> None:
+    """Deploys that change ``exclude`` add a version; one that reorders it does not."""
+    clock = ManualClock(berlin(4, 2, 12))
+
+    def declared(exclude: object) -> Schedule:
+        return define_schedule(
+            name="weekdayReport", cron="0 9 * * 1-5", timezone="Europe/Berlin",
+            handler=_noop, exclude=exclude,
+        )  # fmt: skip
+
+    deploys = [
+        None,
+        [{"country": "DE"}],
+        [{"country": "DE"}, "2026-12-24"],
+        ["2026-12-24", holidays.country_holidays("DE")],  # the same days, another order
+    ]
+    for exclude in deploys:
+        async with booted([declared(exclude)], sqlite_url, clock) as s:
+            store = s.store
+            assert store is not None
+            versions = (await store.definitions(["weekdayReport"]))["weekdayReport"]
+        await clock.advance(60)
+    assert [(v.version, v.exclude) for v in versions] == [
+        (3, '["2026-12-24",{"country":"DE"}]'),
+        (2, '[{"country":"DE"}]'),
+        (1, None),
+    ]
