@@ -504,3 +504,32 @@ async def test_a_declared_schedules_changed_exclude_is_a_new_version(sqlite_url:
         (2, '[{"country":"DE"}]'),
         (1, None),
     ]
+
+
+async def test_a_cron_monitor_hears_ok_for_an_excluded_day(sqlite_url: str) -> None:
+    """A monitor's cron has no calendar: without a check-in it would call the holiday missed.
+    The excluded slot checks in ``ok`` (a Healthchecks success ping, no start), and the
+    ``on_outcome`` hook sees the skipped row with its reason."""
+    from support.fake_monitors import fake_monitor_service
+
+    from fastapi_voltro_schedules import HealthchecksMonitor, RecordedOutcome
+
+    seen: list[RecordedOutcome] = []
+    schedule, ran = weekday_report()
+    clock = ManualClock(berlin(4, 3, 8, 59, 30))  # Good Friday
+    with fake_monitor_service() as service:
+        cfg = SchedulingConfig(database_url=sqlite_url, replica_id="solo", shutdown_grace_ms=0)
+        s = Scheduling(
+            [schedule], config=cfg, clock=clock, on_outcome=seen.append,
+            monitors=[HealthchecksMonitor({"weekdayReport": f"{service.url}/ping/holiday"})],
+        )  # fmt: skip
+        async with s.run():
+            await clock.advance(30)
+            await _rows(s, "weekdayReport", 1)
+            await wait_until(lambda: service.pings(), what="the check-in")
+        pings = [p.path for p in service.pings()]
+    assert pings == ["/ping/holiday"]  # success, and no /start: nothing started
+    assert [(o.status, o.error_tag, o.error_message) for o in seen] == [
+        (RunStatus.SKIPPED, "excluded", "holiday: Karfreitag")
+    ]
+    assert ran == []
