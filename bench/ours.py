@@ -243,9 +243,9 @@ async def written_herd(p: dict[str, Any]) -> dict[str, Any]:
             )
             tg.start_soon(server.serve)
         engine = scheduling.running_engine()
-        while len(engine.schedules) < n and time.time() < at:
+        while engine.schedule_count < n and time.time() < at:
             await anyio.sleep(0.02)
-        has_all_at = time.time() if len(engine.schedules) >= n else None
+        has_all_at = time.time() if engine.schedule_count >= n else None
         await wait_herd(FIRINGS, at, n, p)
         result = herd_figures(FIRINGS, n, at) | {
             "has_all_at": has_all_at,

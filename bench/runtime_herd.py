@@ -178,26 +178,7 @@ def run_declared(
     """The yardstick: ``bench.ours herd`` with the same N, store and replicas, as ``bench
     herd`` runs it — armed ~3 s before the instant (a late boot is retried with its lead)."""
     lead_s = harness.DEFAULT_LEAD_S.get(system.key, 6.0) + system.settle_s
-    result: dict[str, Any] = {}
-    for _attempt in range(3):
-        at = float(int(time.time() + lead_s) + 1)
-        result = harness.run_worker(
-            system,
-            "herd",
-            {
-                "n": args.n,
-                "at": at,
-                "deadline_s": 60.0,
-                "quiet_s": 10.0 if system.replicas > 1 else 3.0,
-            },
-            cfg,
-            timeout=lead_s + 120,
-        )
-        if "error" in result or result["armed_before_s"] > 0.5:
-            break
-        lead_s += 3.0 - result["armed_before_s"]
-        cfg.progress(f"  armed late, retrying with lead {lead_s:.0f} s")
-    return harness._herd_summary(result)
+    return harness.herd_on_time(system, cfg, args.n, lead_s, attempts=3, timeout_s=120)
 
 
 FIGURES = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .api import schedules_router
 from .clock import Clock, SystemClock
 from .config import SchedulingConfig
-from .context import ScheduleContext, WorkflowStarter
+from .context import FiringRef, FiringStarter, ScheduleContext, WorkflowStarter
 from .cron import CronSpec
 from .definition import Schedule, WorkflowTarget, define_schedule
 from .discovery import discover_handlers, discover_schedules
@@ -29,14 +29,17 @@ from .errors import (
     ConfigurationError,
     DeclaredInCodeError,
     DiscoveryError,
+    HandoffError,
     InvalidCronError,
     InvalidScheduleError,
+    JobFailedError,
     ScheduleDefinitionError,
     SchemaError,
     StoreUnavailableError,
     VoltroError,
 )
 from .handlers import NamedHandler, define_handler
+from .handoff import Handoff, JobEngine, JobState
 from .metrics import SchedulerMetrics
 from .models import voltro_metadata
 from .monitors import (
@@ -67,9 +70,16 @@ __all__ = [
     "DeclaredInCodeError",
     "DiscoveryError",
     "ExternalMissedPolicy",
+    "FiringRef",
+    "FiringStarter",
+    "Handoff",
+    "HandoffError",
     "HealthchecksMonitor",
     "InvalidCronError",
     "InvalidScheduleError",
+    "JobEngine",
+    "JobFailedError",
+    "JobState",
     "Monitor",
     "NamedHandler",
     "OutcomeHook",

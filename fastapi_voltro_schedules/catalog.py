@@ -220,11 +220,6 @@ class Catalog:
         )
         async with self._writing_name(name):
             # First try on what this replica knows (boot's read, its own writes, what it
-            # followed): a new name or an edit is then one INSERT, no read. Knowledge that is
-            # behind a peer's write loses the race for the version number (the primary key),
-            # and every later attempt reads the table first. Only "the same definition again"
-            # is never believed from memory: a peer may have changed it since.
-            # First try on what this replica knows (boot's read, its own writes, what it
             # followed): a new name or an edit is then one INSERT and no read. Knowledge that
             # is behind a peer's write loses the race for the version number (the primary
             # key), and the next attempt reads the table. Only "the same definition again" is

@@ -11,7 +11,8 @@ schedule's ``on_overlap`` — so replicas booting together share the slots and s
 middle leaves every unreached slot recorded ``queued``. :func:`resume_orphans` (at boot and
 every three heartbeats) puts such rows of a stopped replica back in line, as the backfill
 policy still owes them (``planning.plan_resume``); :func:`resume_retries` takes over the
-retries a stopped replica left pending (``RetryPolicy``), on the same beat.
+retries a stopped replica left pending (``RetryPolicy``), and :func:`resume_jobs` the handed-off
+jobs it was following (:mod:`.handoff`), on the same beat.
 """
 
 from __future__ import annotations
@@ -180,9 +181,9 @@ async def resume_retries(
     rows with ``retry_at`` set the reaper just read), the silent ones — through the door
     (:attr:`Why.RETRY`: the take-over compares the beat judged silent, so one replica gets
     each; the attempt then starts when due, unless the slot's window closed meanwhile).
-    Returns how many it took. Such a row of a schedule no replica here can retry (an external
-    one, a deleted one) is marked ``failed/abandoned`` instead, its last failure kept in the
-    message. ``here``: whether this process beats a row."""
+    Returns how many it took. Such a row of a schedule no replica here can retry (a deleted or
+    renamed one: ``schedules`` holds the external ones too) is marked ``failed/abandoned``
+    instead, its last failure kept in the message. ``here``: whether this process beats a row."""
     by_name = {s.name: s for s in schedules if s.retry is not None}
     taken = 0
     for row in rows:
@@ -199,4 +200,42 @@ async def resume_retries(
             continue
         firing = await dispatcher.fire(FireRequest(schedule, row.scheduled_at, Why.RETRY, row))
         taken += firing.admission.verdict is Verdict.QUEUED
+    return taken
+
+
+async def resume_jobs(
+    store: Store,
+    dispatcher: Dispatcher,
+    schedules: Sequence[Schedule],
+    rows: Sequence[RunRecord],
+    now: datetime,
+    *,
+    heartbeat_ms: int,
+    here: Callable[[str], bool],
+    hands_off: bool,
+) -> int:
+    """Take over the handed-off jobs a stopped replica was following — among ``rows`` (the
+    ``running`` rows naming a job the reaper just read), the silent ones — through the door
+    (:attr:`Why.FOLLOW`: the take-over compares the beat judged silent, so one replica gets
+    each; the firing then runs again here, enqueueing the same job id — a no-op when the job
+    exists — and following it). Returns how many it took. Such a row of a schedule this app
+    does not declare, or when this app has no hand-off starter (``hands_off``), is marked
+    ``failed/abandoned`` as any corpse. ``here``: whether this process beats a row."""
+    by_name = {s.name: s for s in schedules}
+    taken = 0
+    for row in rows:
+        if (
+            row.job_id is None
+            or row.retry_at is not None
+            or row.status is not RunStatus.RUNNING
+            or here(row.id)
+            or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+        ):
+            continue
+        schedule = by_name.get(row.name)
+        if schedule is None or not hands_off:
+            await mark_abandoned(store, row.name, [row], now, heartbeat_ms, jobs=True)
+            continue
+        firing = await dispatcher.fire(FireRequest(schedule, row.scheduled_at, Why.FOLLOW, row))
+        taken += firing.admission.verdict is Verdict.RUN
     return taken

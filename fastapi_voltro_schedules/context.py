@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -40,6 +41,38 @@ class WorkflowStarter(Protocol):
     async def start(self, name: str, payload: dict[str, Any]) -> str:
         """Start workflow ``name`` with ``payload``; return its id."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class FiringRef:
+    """The firing a :class:`FiringStarter` starts a job for: what the job's identity is derived
+    from (the schedule's ``name`` and the slot), and how the job is put on the run's row."""
+
+    name: str
+    scheduled_at: datetime
+    run_id: str
+    trigger: Trigger
+    attempt: int
+    replica_id: str
+    """This replica: the run's row is its ``running`` row."""
+    job_id: str | None
+    """The job this attempt's row already names — a replica took the row over after the one
+    that handed it off stopped: that job is followed, not a new one — else ``None``."""
+    record_job: Callable[[str, str], Awaitable[None]] = field(repr=False)
+    """``await record_job(job_id, tracking)`` writes the job onto the run's row (a conditional
+    write: it raises when the row is no longer this replica's ``running`` row)."""
+
+
+@runtime_checkable
+class FiringStarter(Protocol):
+    """A :class:`WorkflowStarter` that knows which firing it starts for (the hand-off starters,
+    :mod:`fastapi_voltro_schedules.handoff`): the runner gives each firing's context
+    ``workflows=starter.for_firing(firing)``, whose ``start`` derives the job's identity from
+    the slot and records the job on the run's row."""
+
+    async def start(self, name: str, payload: dict[str, Any]) -> str: ...
+
+    def for_firing(self, firing: FiringRef) -> WorkflowStarter: ...
 
 
 @value

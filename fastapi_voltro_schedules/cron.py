@@ -75,6 +75,7 @@ class CronSpec:
     __slots__ = (
         "_fields",
         "_fixed_zone",
+        "_last_next",
         "_search",
         "expression",
         "has_seconds",
@@ -109,6 +110,8 @@ class CronSpec:
         self._search = WallSearch(fields, expression)
         key = zone.key
         self._fixed_zone = key == "UTC" or key.startswith("Etc/") or key in ("GMT", "Zulu")
+        # the last next_occurrence asked and its answer (one tuple: set at once)
+        self._last_next: tuple[datetime, datetime] | None = None
 
     @classmethod
     def parse(cls, expression: str, timezone: str) -> CronSpec:
@@ -132,6 +135,18 @@ class CronSpec:
 
     def next_occurrence(self, after: datetime) -> datetime:
         """The first occurrence strictly after ``after``, as an aware UTC datetime."""
+        # Schedules sharing a cron and a zone share this object, and a boot or a herd asks it
+        # the same question once per schedule (100,000 times at a boot of 100,000): the last
+        # answer is kept. ``fold`` is compared too: two wall times of one zone compare equal
+        # whatever their fold, though they are different instants.
+        last = self._last_next
+        if last is not None and last[0] == after and last[0].fold == after.fold:
+            return last[1]
+        found = self._next_occurrence(after)
+        self._last_next = (after, found)
+        return found
+
+    def _next_occurrence(self, after: datetime) -> datetime:
         local = self._local(after, "after")
         wall: Wall = (local.year, local.month, local.day, local.hour, local.minute,
                       local.second + 1)  # fmt: skip

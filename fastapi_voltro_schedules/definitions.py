@@ -229,13 +229,18 @@ async def record_versions(
     trigger_of: Callable[[Schedule], TriggerMode],
     now: datetime,
     replica_id: str,
+    known: dict[str, list[DefinitionRecord]] | None = None,
 ) -> Versions:
     """Add a version for each schedule whose definition differs from its newest recorded one
-    (or that has none), effective ``now``; returns every schedule's versions as stored."""
+    (or that has none), effective ``now``; returns every schedule's versions as stored.
+
+    ``known``: the versions already read (boot reads the whole table once, for the run-time
+    schedules too) — kept current here, in place; read for ``schedules`` when not given."""
     names = [s.name for s in schedules]
     if not names:
-        return NO_VERSIONS
-    known = await store.definitions(names)
+        return NO_VERSIONS if known is None else Versions(known)
+    if known is None:
+        known = await store.definitions(names)
     # A schedule with runs but no version is older than this table (a ledger from before
     # migration 0006): its first version is dated back to its last run, so the slots owed
     # since then are still caught up — the upgrade must not cost a deploy's backfill.
@@ -257,8 +262,15 @@ async def record_versions(
                 wanted.append(proposal)
         if not wanted:
             return Versions(known)
-        await store.add_definitions(wanted)
-        known.update(await store.definitions([w.name for w in wanted]))
+        every = await store.add_definitions(wanted) == len(wanted)
+        if every:
+            # every proposal was inserted here: stored as proposed, nothing to read back and
+            # no round after this one (a first boot of 100,000 schedules read back the 100,000
+            # rows it had just written, then proposed them all again to find nothing to do)
+            for record in wanted:
+                known[record.name] = [record, *known.get(record.name, [])]
+        else:  # a peer recorded some first: what is stored is read, and looked at again
+            known.update(await store.definitions([w.name for w in wanted]))
         firsts = 0
         for record in wanted:
             stored = known[record.name][0]
@@ -279,6 +291,8 @@ async def record_versions(
             )
         if firsts:
             logger.info("schedule: definitions recorded  new=%d", firsts)
+        if every:
+            return Versions(known)
     logger.warning(
         "schedule: definitions still changing under this boot after %d rounds — another "
         "replica boots with different definitions (a deploy flapping?); going on with the "

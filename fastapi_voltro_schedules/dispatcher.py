@@ -161,6 +161,9 @@ class Dispatcher:
         if why is Why.RETRY:
             assert request.row is not None, "a retry names its slot's running row"
             return await self._retry(request.schedule, request.row)
+        if why is Why.FOLLOW:
+            assert request.row is not None, "a followed job names its slot's running row"
+            return await self._follow(request.schedule, request.row)
         schedule = request.schedule
         owed = why is Why.CATCH_UP and schedule.backfill is BackfillPolicy.ALL
         return await self._submit(
@@ -219,6 +222,15 @@ class Dispatcher:
         if self.closing:  # a row taken over now would have no handler behind it
             return self._carry_on(schedule, Firing(Admission(Verdict.UNAVAILABLE)))
         return self._carry_on(schedule, Firing(await self.admitter.resume(schedule, orphan)))
+
+    async def _follow(self, schedule: Schedule, orphan: RunRecord) -> Firing:
+        """Take a stopped replica's silent row naming a handed-off job over (see
+        :meth:`Admitter.take_over_job`) and run its firing again here in the background: the
+        same job id is enqueued (a no-op when the job exists) and followed to its end."""
+        self._can_spawn(schedule)
+        if self.closing:  # a row taken over now would have nobody following its job
+            return self._carry_on(schedule, Firing(Admission(Verdict.UNAVAILABLE)))
+        return self._carry_on(schedule, Firing(await self.admitter.take_over_job(schedule, orphan)))
 
     def _can_spawn(self, schedule: Schedule) -> None:
         if self._runs is None and not self.closing:
@@ -544,7 +556,7 @@ class Dispatcher:
 
     async def _carry_retry(self, schedule: Schedule, row: RunRecord, firing: Firing) -> None:
         watchdog = self.runner.watchdog
-        watched = watchdog.keep_alive(row.id, row.heartbeat_at or self.clock.now())
+        watched = watchdog.keep_alive(row.id)
         status: RunStatus | None = None
         started = False
         try:

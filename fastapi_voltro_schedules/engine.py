@@ -15,14 +15,15 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskStatus
 
-from .catchup import catch_up, resume_orphans, resume_retries, start_plans
+from .catchup import catch_up, resume_jobs, resume_orphans, resume_retries, start_plans
+from .context import FiringStarter
 from .coordination import (
     Admitter,
     Chain,
@@ -93,11 +94,17 @@ class Engine:
         queue_metrics: QueueMetrics | None = None,
         pauses: PauseView = NO_PAUSES,
         versions: Versions = NO_VERSIONS,
-        external_names: Collection[str] = (),
+        external: Sequence[Schedule] = (),
     ) -> None:
+        external_names = [s.name for s in external]
         self._schedules = {s.name: s for s in schedules}
         """What this engine runs, by name: a run-time write arms or disarms one in O(1) — ten
         thousand written one after another must not cost ten thousand list rebuilds each."""
+        self._external = list(external)
+        """The declared ``trigger="external"`` schedules: not this engine's to fire (arrivals
+        do), but a silent row of theirs naming a handed-off job is followed here
+        (:meth:`resume_jobs`), and a retry one left pending is taken over like a ``self``
+        one's (:meth:`resume_retries`)."""
         self.versions = versions
         self.pauses = pauses
         self.store = store
@@ -243,6 +250,7 @@ class Engine:
                     await self.maintenance.write_off()
                     await self.resume_orphans()
                     await self.resume_retries()
+                    await self.resume_jobs()
                     if self.cdc:
                         runs.start_soon(self._listen)
                     now = self.clock.now()
@@ -313,11 +321,29 @@ class Engine:
         return await resume_retries(
             self.store,
             self.dispatcher,
-            self.schedules,
+            [*self.schedules, *self._external],
             pending,
             self.clock.now(),
             heartbeat_ms=self.heartbeat_ms,
             here=self.runner.watchdog.beats,
+        )
+
+    async def resume_jobs(self) -> int:
+        """Take over the handed-off jobs stopped replicas were following, among the rows the
+        reaper just read (see :func:`.catchup.resume_jobs`); returns how many this replica took
+        over."""
+        pending, self.maintenance.pending_jobs = self.maintenance.pending_jobs, []
+        if not pending:
+            return 0
+        return await resume_jobs(
+            self.store,
+            self.dispatcher,
+            [*self.schedules, *self._external],
+            pending,
+            self.clock.now(),
+            heartbeat_ms=self.heartbeat_ms,
+            here=self.runner.watchdog.beats,
+            hands_off=isinstance(self.runner.workflows, FiringStarter),
         )
 
     async def _corpse_loop(self) -> None:
@@ -332,6 +358,7 @@ class Engine:
             await self.maintenance.reap()
             await self.resume_orphans()
             await self.resume_retries()
+            await self.resume_jobs()
             await self.maintenance.account_rowless()
 
     def _quiet(self) -> None:
@@ -419,6 +446,11 @@ class Engine:
     def schedules(self) -> list[Schedule]:
         """What this engine runs (declared, then written, in the order they were armed)."""
         return list(self._schedules.values())
+
+    @property
+    def schedule_count(self) -> int:
+        """How many schedules this engine runs (no list built: a poll may ask often)."""
+        return len(self._schedules)
 
     def arm_written(self, schedule: Schedule, after: datetime) -> None:
         """Run ``schedule`` — written at run time (new, or an edit of one this engine runs) —

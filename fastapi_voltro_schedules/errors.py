@@ -29,7 +29,9 @@
     ├── BackfillRequestError      a range backfill request is malformed (also a ValueError)
     ├── BackfillRefusedError      a range backfill was refused, nothing fired (count, reason)
     ├── BackfillStoppedError      a range backfill stopped part-way (reason, fired so far)
-    └── StoreUnavailableError     the database could not be reached (fail closed)
+    ├── StoreUnavailableError     the database could not be reached (fail closed)
+    └── HandoffError              a firing's hand-off to a job engine did not go through
+        └── JobFailedError        the handed-off job ended failed (its error in the message)
 
 Messages name the schedule, the field, the bad value and the fix: they end up in boot logs
 read by someone who did not write the code.
@@ -314,3 +316,20 @@ class BackfillStoppedError(VoltroError):
         self.reason = reason
         self.fired = fired
         self.remaining = remaining
+
+
+class HandoffError(VoltroError):
+    """A firing's hand-off to a job engine (:mod:`.handoff`) did not go through: the job could
+    not be enqueued or followed. The run is recorded ``failed`` with this message."""
+
+
+class JobFailedError(HandoffError):
+    """The job a firing was handed to ended failed: the run's row is ``failed`` with the job's
+    error (``error_type``: the job's exception class, when the engine reports it)."""
+
+    def __init__(self, job_id: str, error: str, error_type: str | None = None) -> None:
+        self.job_id = job_id
+        self.error = error
+        self.error_type = error_type
+        kind = f"{error_type}: " if error_type else ""
+        super().__init__(f"job {job_id!r} failed: {kind}{error}")

@@ -48,6 +48,12 @@ class Why(StrEnum):
     is the slot's ``running`` row with its pending retry — this replica's own, or one a
     stopped replica left (taken over first). No gate, no overlap rule: the slot is already
     won, and its row keeps its own trigger."""
+    FOLLOW = "follow"
+    """A stopped replica's silent ``running`` row that names a handed-off job
+    (:mod:`.handoff`, :attr:`FireRequest.row`): taken over on the beat judged silent, then its
+    firing runs again here — enqueueing the same job id (a no-op when the job exists) and
+    following it. No gate, no overlap rule: the slot is already won; the row keeps its
+    trigger and its ``fired_at`` (the watchdog's deadline covers the whole job)."""
 
     @property
     def trigger(self) -> Trigger:
@@ -63,6 +69,7 @@ _TRIGGER = {
     Why.RUN_NOW: Trigger.MANUAL,
     Why.RANGE: Trigger.MANUAL,
     Why.RETRY: Trigger.SELF,  # nominal: a retry keeps its row's trigger
+    Why.FOLLOW: Trigger.SELF,  # nominal: a followed job keeps its row's trigger
 }
 
 
@@ -75,7 +82,8 @@ class FireRequest:
     why: Why
     row: RunRecord | None = None
     """:attr:`Why.RESUME`: the ``queued`` row taken over (its slot is ``slot``);
-    :attr:`Why.RETRY`: the ``running`` row whose retry is pending."""
+    :attr:`Why.RETRY`: the ``running`` row whose retry is pending; :attr:`Why.FOLLOW`: the
+    silent ``running`` row naming a handed-off job."""
     claim: str | None = None
     """:attr:`Why.RANGE`: the claims key the step must win to run (the slot's own, or a
     re-run's: :func:`~.models.rerun_claim_key`); ``None``: it runs unclaimed."""

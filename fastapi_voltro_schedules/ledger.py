@@ -244,6 +244,7 @@ async def mark_abandoned(
     heartbeat_ms: int,
     *,
     pending: bool = False,
+    jobs: bool = False,
 ) -> int:
     """Mark the dead ones among ``rows`` (``running`` rows of ``name``) ``failed/abandoned``.
 
@@ -256,12 +257,17 @@ async def mark_abandoned(
     but a pending retry another replica takes over (``catchup.resume_retries``): it is left
     alone — unless ``pending``, which marks only such rows (of a schedule no replica here can
     retry), keeping their last failure's tag in the message.
+
+    A row naming a handed-off job (``job_id``, no retry pending) is not a corpse either: another
+    replica takes it over and follows its job (``catchup.resume_jobs``) — unless ``jobs``,
+    which marks only such rows (of a schedule no replica here hands off).
     """
     marked = 0
     for row in rows:
         if (
             row.status is not RunStatus.RUNNING
             or (row.retry_at is not None) is not pending
+            or (row.job_id is not None and row.retry_at is None) is not jobs
             or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
         ):
             continue

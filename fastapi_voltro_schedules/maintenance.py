@@ -133,6 +133,9 @@ class Maintenance:
         process shares — nobody else's claim can be left there)."""
         self._rowless_after: datetime | None = None
         """Where the next claims sweep reads from (``None``: not swept yet)."""
+        self.pending_jobs: list[RunRecord] = []
+        """The ``running`` rows naming a handed-off job (``job_id``, no retry pending) that the
+        last :meth:`reap` read and this process does not hold: the take-over judges."""
         self.pending_retries: list[RunRecord] = []
         """The ``running`` rows with a retry pending (``retry_at``) that the last :meth:`reap`
         read and this process does not hold — live or silent: the take-over judges."""
@@ -255,14 +258,19 @@ class Maintenance:
         mine = self.inflight.ids() | self.inflight.finishing
         by_name: dict[str, list[RunRecord]] = defaultdict(list)
         pending: list[RunRecord] = []
+        jobs: list[RunRecord] = []
         for row in rows:
             if row.id not in mine:
                 by_name[row.name].append(row)
                 if row.retry_at is not None:
                     pending.append(row)
+                elif row.job_id is not None:
+                    jobs.append(row)
         # Rows waiting between two attempts are not corpses (mark_abandoned leaves them):
         # handed to the retries' take-over (catchup.resume_retries) without a second read.
         self.pending_retries = pending
+        # Rows naming a handed-off job likewise: followed by whoever takes them over.
+        self.pending_jobs = jobs
         now = self.clock.now()
         marked = 0
         for name, candidates in by_name.items():

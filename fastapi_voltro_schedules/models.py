@@ -135,6 +135,15 @@ class ScheduleRun(_VoltroModel, table=True):
     """While a ``running`` row waits between attempts: when the next attempt is due
     (``NULL`` otherwise). Kept on the row so a replica that dies between attempts leaves the
     pending retry for another to take over. Added by migration 0009."""
+    job_id: str | None = Field(default=None, sa_type=String(250))
+    """The id of the job a hand-off gave this firing to (:mod:`.handoff`: Celery's task id,
+    arq's job id, procrastinate's job id), derived from the slot (``<name>@<slot>``) and
+    written before the enqueue, so a replica that takes a silent row over enqueues the same
+    job (deduplicated) and follows it. ``NULL``: the firing ran in process. Migration 0010."""
+    job_tracking: str | None = Field(default=None, sa_type=String(16))
+    """How the row's final status relates to the job: ``followed`` (the engine reports the
+    job's end: ``succeeded``/``failed`` are the job's) or ``handed-off`` (it cannot:
+    ``succeeded`` means the job was enqueued, nothing more). Migration 0010."""
 
 
 class ScheduleClaim(_VoltroModel, table=True):
@@ -248,7 +257,7 @@ class ScheduleDefinition(_VoltroModel, table=True):
     retry_max_backoff_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
     exclude: str | None = Field(default=None, sa_type=Text, nullable=True)
     """The days the version does not run (dates, holidays specs) as canonical JSON (``NULL``:
-    none). Added by migration 0010."""
+    none). Added by migration 0011."""
 
 
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]

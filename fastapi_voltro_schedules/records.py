@@ -103,6 +103,12 @@ class RunRecord:
     part of :data:`RUN_COLUMNS`: an insert leaves it to the server default (1)."""
     retry_at: datetime | None = None
     """While a ``running`` row waits between attempts: when the next one is due."""
+    job_id: str | None = None
+    """The job a hand-off gave this firing to (:mod:`.handoff`; ``None``: it ran in process).
+    Not part of :data:`RUN_COLUMNS`: written once the firing runs, before the enqueue."""
+    job_tracking: str | None = None
+    """``followed`` (the row's final status is the job's) or ``handed-off`` (``succeeded``
+    means enqueued); ``None`` with no job."""
 
     def to_row(self) -> dict[str, Any]:
         """The column values to insert (enums as their stored strings)."""
@@ -146,6 +152,8 @@ class RunRecord:
             error_traceback=row["error_traceback"],
             attempt=row["attempt"],
             retry_at=row["retry_at"],
+            job_id=row["job_id"],
+            job_tracking=row["job_tracking"],
         )
 
     @property
@@ -266,7 +274,7 @@ class DefinitionRecord:
     retry_backoff_ms: int | None = None
     retry_max_backoff_ms: int | None = None
     exclude: str | None = None
-    """The days the version does not run, as canonical JSON (``None``: none; migration 0010,
+    """The days the version does not run, as canonical JSON (``None``: none; migration 0011,
     :meth:`.exclusions.Exclusions.to_json`)."""
 
     def same_definition(self, other: DefinitionRecord) -> bool:

@@ -11,16 +11,16 @@ import asyncio
 import contextvars
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from .clock import iso_z
-from .context import ScheduleContext, WorkflowStarter
+from .context import FiringRef, FiringStarter, ScheduleContext, WorkflowStarter
 from .enums import RunStatus
-from .errors import StoreUnavailableError
+from .errors import HandoffError, StoreUnavailableError
 from .logs import logger, run_fields
 from .retries import plan_retry
 from .store import RunOutcome
@@ -73,9 +73,20 @@ class Runner:
     on_retry: Callable[[Schedule, RunRecord], None] | None = None
     """Told of a run whose failure is not final once its pending retry is written (the row
     as it now reads): the dispatcher carries the next attempt out through its door."""
+    _binds: bool = field(init=False, default=False)
+    """``workflows`` is a hand-off starter (:class:`FiringStarter`): each firing's context gets
+    one bound to it. Judged once: a runtime protocol check per firing costs a herd."""
+
+    def __post_init__(self) -> None:
+        self._binds = isinstance(self.workflows, FiringStarter)
 
     def context(self, schedule: Schedule, run: RunRecord) -> ScheduleContext:
         fired_at = run.fired_at or self.clock.now()
+        workflows = self.workflows
+        if self._binds:
+            # a hand-off starter: the job's identity comes from this firing's slot, and the
+            # job is written onto this run's row (see :mod:`.handoff`)
+            workflows = cast(FiringStarter, workflows).for_firing(self._firing(run))
         return ScheduleContext(
             scheduled_at=run.scheduled_at,
             fired_at=fired_at,
@@ -84,10 +95,38 @@ class Runner:
             deadline=fired_at + schedule.max_runtime,
             schedule=schedule,
             app=self.app,
-            workflows=self.workflows,
+            workflows=workflows,
             # a copy: a handler that edits its args must not change the next firing's
             args=dict(schedule.args) if schedule.args else {},
             attempt=run.attempt,
+        )
+
+    def _firing(self, run: RunRecord) -> FiringRef:
+        async def record_job(job_id: str, tracking: str) -> None:
+            # Conditional on the row still being ours and running: a replica that read this
+            # one dead and took the row over enqueues (the same job) itself.
+            mine = await self.ledger.store.update_run(
+                run.id,
+                expect_status=RunStatus.RUNNING,
+                expect_replica_id=self.ledger.replica_id,
+                job_id=job_id,
+                job_tracking=tracking,
+            )
+            if not mine:
+                raise HandoffError(
+                    f'schedule "{run.name}": run {run.id} is no longer this replica\'s running '
+                    f"row (another replica took it over) — job {job_id!r} was not enqueued here"
+                )
+
+        return FiringRef(
+            name=run.name,
+            scheduled_at=run.scheduled_at,
+            run_id=run.id,
+            trigger=run.trigger,
+            attempt=run.attempt,
+            replica_id=self.ledger.replica_id,
+            job_id=run.job_id,
+            record_job=record_job,
         )
 
     async def execute(
@@ -304,8 +343,7 @@ class Runner:
             )
 
     def _keep_beating(self, outcome: RunOutcome) -> Watched:
-        since = outcome.fired_at or outcome.finished_at
-        return self.watchdog.keep_alive(outcome.run_id, since)
+        return self.watchdog.keep_alive(outcome.run_id)
 
 
 class RunBatch:

@@ -608,13 +608,18 @@ class Scheduling:
             self.clock = await database_clock(self.clock, self.store, self.config)
         # Before anything plans a slot: catch-up, takeovers and the external missed watcher
         # owe only what the versions say.
-        await record_versions(
-            self.store, self.schedules, self.trigger_of, self.clock.now(), self.config.replica_id
-        )
-        # Every schedule's versions — the run-time ones too — and the run-time schedules
-        # stored, armed below with the declared ones (the same catch-up, from their versions).
+        # Every schedule's versions — the run-time ones too, armed below with the declared
+        # ones (the same catch-up, from their versions) — read once, and kept current by the
+        # recording.
         known = await self.store.definitions()
-        self.versions = Versions(known)
+        self.versions = await record_versions(
+            self.store,
+            self.schedules,
+            self.trigger_of,
+            self.clock.now(),
+            self.config.replica_id,
+            known=known,
+        )
         self.schedules.extend(load_runtime_schedules(known, self.handlers, self._declared))
         self._seen_at_boot = newest_effective(known)
         self.metrics.watch(self)

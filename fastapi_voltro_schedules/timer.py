@@ -48,6 +48,9 @@ IDLE_SECONDS = 1.0
 class _Armed:
     schedule: Schedule
     last_planned: datetime
+    slot: datetime
+    """The first occurrence after ``last_planned``: schedules on one cron sharing it share
+    their walk (see :meth:`Timer.dispatch_due`)."""
     due_at: datetime
 
 
@@ -73,12 +76,11 @@ class Timer:
         (the engine's garbage-collection pacing, :mod:`.gcpacing`: the work done since the last
         herd, a boot's or a takeover's, is collected before the next herd, not inside it)."""
 
-    def arm(
-        self, schedule: Schedule, last_planned: datetime, due_at: datetime | None = None
-    ) -> None:
-        if due_at is None:
-            due_at = schedule.fires_at(schedule.next_occurrence(last_planned))
-        armed = self._armed[schedule.name] = _Armed(schedule, last_planned, due_at)
+    def arm(self, schedule: Schedule, last_planned: datetime) -> None:
+        slot = schedule.next_occurrence(last_planned)
+        armed = self._armed[schedule.name] = _Armed(
+            schedule, last_planned, slot, schedule.fires_at(slot)
+        )
         self._enqueue(armed)
 
     def rearm(self, schedule: Schedule, after: datetime) -> None:
@@ -159,11 +161,14 @@ class Timer:
 
     def dispatch_due(self, now: datetime) -> bool:
         """Hand every firing due at ``now`` to the dispatcher; whether there was any."""
-        # Schedules sharing (cron, zone, last_planned) share one walk: the herd at :00 costs
-        # one cron computation per distinct expression, not one per schedule.
-        # The walk of a (spec, last_planned) pair and the instant after it are the same for
-        # every schedule sharing it: one entry holds both (the slots, whether the walk was
-        # capped, the next instant; ``None`` when no slot passed).
+        # Schedules sharing (cron, zone, first slot owed) share one walk: the herd at :00 costs
+        # one cron computation per distinct expression, not one per schedule. The key is the
+        # first slot after ``last_planned``, not ``last_planned`` itself: no occurrence lies
+        # between the two, so the slots in (last_planned, now] are the same for every schedule
+        # sharing it — 10,000 schedules written at run time, each armed from the instant of its
+        # own write, are one walk too (keyed by ``last_planned`` they were 10,000: ~0.4 s of
+        # loop at the herd's instant). One entry holds the slots, whether the walk was capped
+        # and the next occurrence (``None`` when no slot passed).
         walks: dict[tuple[int, datetime], tuple[list[datetime], bool, datetime | None]] = {}
         # The instant's requests as two aligned lists (see dispatcher.Due): none per firing.
         due_now = Due()
@@ -174,7 +179,7 @@ class Timer:
                 schedule = armed.schedule
                 if live.get(schedule.name) is not armed:
                     continue  # re-armed since: that entry is the live one
-                walk_key = (id(schedule.spec), armed.last_planned)
+                walk_key = (id(schedule.spec), armed.slot)
                 walk = walks.get(walk_key)
                 if walk is None:
                     passed, capped = passed_slots(schedule.spec, armed.last_planned, now)
@@ -195,6 +200,7 @@ class Timer:
                 # The entry just popped is the live one: moved to its next instant in place (a
                 # new one per firing was an object per firing for the collector to promote).
                 armed.last_planned = slots[-1]
+                armed.slot = due
                 armed.due_at = schedule.fires_at(due)
                 self._enqueue(armed)
                 if is_paused(schedule.name):

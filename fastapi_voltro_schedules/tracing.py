@@ -1,5 +1,6 @@
 """One OpenTelemetry span per run (SPEC §7): ``voltro.schedule.run``, from the handler's start
-to its outcome, with the schedule, slot, trigger, run id and final status as attributes.
+to its outcome, with the schedule, slot, trigger, run id, attempt and final status as
+attributes.
 
 The span is the *current* span inside the handler's task (its own context), so the handler's
 own spans are its children and a logging integration stamps its log lines with the trace. A run
@@ -55,6 +56,8 @@ class RunSpans:
                 "voltro.schedule.scheduled_at": run.scheduled_at.isoformat(),
                 "voltro.schedule.trigger": run.trigger.value,
                 "voltro.schedule.run_id": run.id,
+                # a retry is another attempt of the same run (same id): told apart here
+                "voltro.schedule.attempt": run.attempt,
             },
         )
         task_context = contextvars.copy_context()

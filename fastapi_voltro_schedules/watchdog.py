@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -35,46 +35,20 @@ class Stoppable(Protocol):
     def cancel(self) -> object: ...
 
 
-def _earlier(a: Watched | WatchedHerd, b: Watched | WatchedHerd) -> bool:
-    """The deadline heap's order, for runs and herds alike: ``(expires, seq)``."""
-    if a.expires != b.expires:
-        return a.expires < b.expires
-    return a.seq < b.seq
-
-
 @dataclass(eq=False, slots=True)
 class Watched:
-    """One run under watch; ``timed_out`` is set when the watchdog cancelled it. Ordered by
-    ``(expires, seq)``: it is its own entry in the deadline heap (a tuple per entry was one
-    more object per firing)."""
+    """A ``queued`` row this process beats like a running one, with no deadline
+    (:meth:`Watchdog.keep_alive`): a waiter that stops beating is a corpse by the same rule."""
 
     run_id: str
-    fired_at: datetime
-    deadline: datetime
-    stop: Stoppable | None
-    started: float = 0.0
-    """``clock.monotonic()`` when the watch began."""
-    expires: float = 0.0
-    """``clock.monotonic()`` past which the run is cancelled: ``deadline`` as seen at
-    :meth:`Watchdog.watch`, turned into elapsed time."""
-    seq: int = 0
-    timed_out: bool = False
-    done: bool = field(default=False, repr=False)
-
-    def __lt__(self, other: Watched | WatchedHerd) -> bool:
-        return _earlier(self, other)
-
-    def expire(self) -> None:
-        if self.stop is not None:
-            self.timed_out = True
-            self.stop.cancel()
 
 
 class WatchedHerd:
     """Runs started together under one deadline (a herd's schedules that share a
-    ``max_runtime``): one deadline entry and one object for all of them. A :class:`Watched` per
-    run was one more object per firing for the collector to promote. Run ``j`` is live while
-    ``stops[j]`` is set; :meth:`Watchdog.end` says whether the deadline cut it short."""
+    ``max_runtime``; a single firing is a herd of one): one deadline entry and one object for
+    all of them — an object per run was one more per firing for the collector to promote.
+    Run ``j`` is live while ``stops[j]`` is set; :meth:`Watchdog.end` says whether the deadline
+    cut it short. Ordered by ``(expires, seq)``: it is its own entry in the deadline heap."""
 
     __slots__ = ("done", "expires", "live", "run_ids", "seq", "started", "stops", "timed_out")
 
@@ -88,8 +62,10 @@ class WatchedHerd:
         self.live = 0
         self.done = False
 
-    def __lt__(self, other: Watched | WatchedHerd) -> bool:
-        return _earlier(self, other)
+    def __lt__(self, other: WatchedHerd) -> bool:
+        if self.expires != other.expires:
+            return self.expires < other.expires
+        return self.seq < other.seq
 
     def add(self, run_id: str, stop: Stoppable) -> int:
         """Watch one more run of the herd; returns its index (for :meth:`Watchdog.end`)."""
@@ -121,31 +97,11 @@ class Watchdog:
         self._interval_s = heartbeat_ms / 1000
         self._runs: dict[str, Watched] = {}
         self._herds: set[WatchedHerd] = set()
-        self._deadlines: list[Watched | WatchedHerd] = []
+        self._deadlines: list[WatchedHerd] = []
         self._seq = itertools.count()
         self._sleep_scope: anyio.CancelScope | None = None
         self._wake_at: float | None = None
         self._next_beat: float | None = None
-
-    def watch(
-        self,
-        run_id: str,
-        fired_at: datetime,
-        deadline: datetime,
-        stop: Stoppable,
-        at: tuple[float, datetime] | None = None,
-    ) -> Watched:
-        """Watch a run that must be over by ``deadline`` (a wall instant, what the handler's
-        context shows). What is left of it is read off the wall clock once, here — from then
-        on it is elapsed time, whatever the wall clock does. ``at``: the clock's
-        ``(monotonic(), now())`` read once for a whole herd started together."""
-        started, now = at if at is not None else (self.clock.monotonic(), self.clock.now())
-        left = (deadline - now).total_seconds()
-        expires = started + left
-        watched = Watched(run_id, fired_at, deadline, stop, started, expires, next(self._seq))
-        self._runs[run_id] = watched
-        self._push(watched)
-        return watched
 
     def watch_herd(self, deadline: datetime, at: tuple[float, datetime]) -> WatchedHerd:
         """Watch runs started together (``at``: the clock's ``(monotonic(), now())`` read once
@@ -157,7 +113,7 @@ class Watchdog:
         self._push(herd)
         return herd
 
-    def _push(self, entry: Watched | WatchedHerd) -> None:
+    def _push(self, entry: WatchedHerd) -> None:
         """Into the deadline heap; the loop wakes if this deadline comes before its own."""
         heapq.heappush(self._deadlines, entry)
         if self._wake_at is None or entry.expires < self._wake_at:
@@ -173,10 +129,10 @@ class Watchdog:
             self._compact()
         return j in herd.timed_out
 
-    def keep_alive(self, run_id: str, since: datetime) -> Watched:
+    def keep_alive(self, run_id: str) -> Watched:
         """Beat ``run_id`` (a ``queued`` row) like a running one, with no deadline, until
         :meth:`unwatch`: a waiter that stops beating is a corpse by the same rule."""
-        watched = Watched(run_id, since, since, None)
+        watched = Watched(run_id)
         self._runs[run_id] = watched
         return watched
 
@@ -185,18 +141,15 @@ class Watchdog:
         return run_id in self._runs
 
     def unwatch(self, watched: Watched) -> None:
-        watched.done = True
-        watched.stop = None
         if self._runs.get(watched.run_id) is watched:
             del self._runs[watched.run_id]
-        self._compact()
 
     def _compact(self) -> None:
         # A finished run's deadline entry would otherwise sit in the heap until its deadline
         # (30 minutes by default): at 1,000 firings a second, 1.8 million dead entries. Drop
-        # them in bulk once they are the majority (every entry beyond the watched runs and
-        # herds is a finished one), so the heap stays about the live runs.
-        finished = len(self._deadlines) - len(self._runs) - len(self._herds)
+        # them in bulk once they are the majority (every entry beyond the watched herds is a
+        # finished one), so the heap stays about the live runs.
+        finished = len(self._deadlines) - len(self._herds)
         if finished > 64 and finished * 2 > len(self._deadlines):
             self._deadlines = [entry for entry in self._deadlines if not entry.done]
             heapq.heapify(self._deadlines)
@@ -235,7 +188,7 @@ class Watchdog:
                 entry.expire()
 
     async def _beat(self, now: float) -> None:
-        due = [w.run_id for w in self._runs.values() if now - w.started >= self._interval_s]
+        due = list(self._runs)  # waiters in line: beaten every interval from the first
         for herd in self._herds:
             if now - herd.started >= self._interval_s:
                 due.extend(herd.beating())

@@ -13,6 +13,7 @@ Fixtures
 ``sqlite_url``     ``sqlite+aiosqlite:///<tmp>/voltro.db`` — a fresh file per test.
 ``postgres_url``   the Postgres URL, with a clean ledger schema before and after the test.
 ``mariadb_url``    the MariaDB/MySQL URL, likewise (``mysql_url`` is an alias).
+``redis_url``      ``VOLTRO_TEST_REDIS_URL`` (the hand-off tests' job engines), flushed.
 ``database_url``   parametrized ``sqlite`` / ``postgres`` / ``mariadb``: one of the three.
 ``async_engine``   an ``AsyncEngine`` on ``database_url``, disposed after the test.
 
@@ -235,6 +236,39 @@ def backend_of(url: str) -> str:
 
 
 # --------------------------------------------------------------------------- fixtures
+
+
+REDIS_ENV = "VOLTRO_TEST_REDIS_URL"
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """The Redis the hand-off tests' job engines use (``VOLTRO_TEST_REDIS_URL``, e.g.
+    ``redis://127.0.0.1:6379/5``: a database index of the suite's own), emptied before and after
+    the test under a machine-wide lock; skipped when unset — a failure under
+    ``VOLTRO_TEST_REQUIRE_SERVICES=1``."""
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        reason = f"hand-off tests need {REDIS_ENV} (e.g. redis://127.0.0.1:6379/5)"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{reason}; {REQUIRE_ENV}=1 forbids skipping them", pytrace=False)
+        pytest.skip(reason)
+    import redis
+
+    client = redis.Redis.from_url(url)
+    database = client.connection_pool.connection_kwargs.get("db", 0)
+    path = Path(tempfile.gettempdir()) / f"voltro-tests-redis-{database}.lock"
+    try:
+        with path.open("a+") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                client.flushdb()
+                yield url
+                client.flushdb()
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    finally:
+        client.close()
 
 
 @pytest.fixture

@@ -120,3 +120,27 @@ async def test_a_shared_server_engine_takes_no_sqlite_firer_lock(
             assert not (tmp_path / f"configured.db{FIRER_LOCK_SUFFIX}").exists()
     finally:
         await engine.dispose()
+
+
+async def test_a_boot_of_many_schedules_lists_the_first_200_and_counts_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line per schedule is the boot log's promise up to 200; past that the rest are
+    counted (100,000 lines were noise in the deploy's log and seconds of the boot), and the
+    counts line still holds every one."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/many.db"
+    many = [
+        define_schedule(name=f"tenant-{i:03}", cron="0 9 * * *", timezone="UTC", handler=noop)
+        for i in range(203)
+    ]
+    clock = ManualClock(datetime(2026, 6, 1, 12, tzinfo=UTC))
+    scheduling = Scheduling(many, config=SchedulingConfig(database_url=url), clock=clock)
+    with caplog.at_level(logging.INFO, logger="fastapi_voltro_schedules"):
+        async with scheduling.run():
+            pass
+    lines = [r.getMessage() for r in caplog.records]
+    assert "scheduler: starting  total=203 self=203 external=0 coordinator=single" in lines
+    listed = [line for line in lines if line.startswith("scheduler:   tenant-")]
+    assert len(listed) == 200 and listed[0].startswith("scheduler:   tenant-000  ")
+    assert "scheduler:   … and 3 more (`voltro schedule list` shows every one)" in lines
+    assert "schedule: definitions recorded  new=203" in lines

@@ -16,12 +16,14 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import AsyncConnection
+from support.tcp_proxy import TcpProxy
 
 from fastapi_voltro_schedules.coordination.claim import ClaimGate
 from fastapi_voltro_schedules.coordination.cluster import ClusterGate, Held, assigned, owner_of
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
+from fastapi_voltro_schedules.errors import StoreUnavailableError
 from fastapi_voltro_schedules.ledger import Ledger, new_row
 from fastapi_voltro_schedules.metrics import SchedulerMetrics
 from fastapi_voltro_schedules.migrations import upgrade_to_head
@@ -288,3 +290,37 @@ async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Stor
     assert {n: p.fire + p.missed for n, p in took.items()} == {"x": [SLOT]}  # 09:00 caught up
     assert await gate.elect(hourly, SLOT, Trigger.SELF) is CoordinationOutcome.CLUSTER
     assert await gate.elect(hourly, SLOT, Trigger.SELF) is None  # once
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_a_lease_statement_cut_off_raises_the_store_error_counter(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """The lease statements run on the SQL store's engine, past the metrics seam: an outage of
+    one is still counted under its operation — a cluster that cannot beat raises the same
+    store-error alert as one that cannot record."""
+    db = make_url(request.getfixturevalue(f"{server}_url"))
+    await upgrade_to_head(db.render_as_string(hide_password=False))
+    metrics = SchedulerMetrics(CollectorRegistry())
+    with TcpProxy(db.host or "127.0.0.1", db.port or 0) as proxy:
+        url = db.set(port=proxy.port).render_as_string(hide_password=False)
+        store = InstrumentedStore(create_store(url), metrics)
+        try:
+            leases = LeaseStore(store)
+            assert "a" in await leases.beat("a", 60_000)  # through the proxy
+            proxy.cut()
+            with pytest.raises(StoreUnavailableError):
+                await leases.beat("a", 60_000)
+            with pytest.raises(StoreUnavailableError):
+                await leases.sync("a", ["x"], 60_000, ensure=["x"])
+        finally:
+            proxy.restore()
+            await store.dispose()
+    assert metrics.registry is not None
+    errors = {
+        op: metrics.registry.get_sample_value(
+            "voltro_schedule_store_errors_total", {"operation": op}
+        )
+        for op in ("cluster_beat", "cluster_leases")
+    }
+    assert errors == {"cluster_beat": 1.0, "cluster_leases": 1.0}

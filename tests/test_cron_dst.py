@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -389,3 +390,26 @@ def test_utc_has_no_transitions() -> None:
         Z("2026-03-29T02:30Z"),
         Z("2026-03-30T02:30Z"),
     ]
+
+
+def test_the_last_answer_kept_tells_the_two_passes_of_a_repeated_hour_apart() -> None:
+    """A spec keeps its last ``next_occurrence`` (schedules sharing a cron ask it the same
+    question in a row): 02:30 of the first and of the second pass on the night clocks go back
+    compare equal as wall times of one zone, yet are different instants with different next
+    occurrences."""
+    berlin = ZoneInfo("Europe/Berlin")
+    first = datetime(2026, 10, 25, 2, 30, tzinfo=berlin)
+    second = first.replace(fold=1)
+    assert first == second and first.astimezone(UTC) != second.astimezone(UTC)
+    for cron in ("*/15 * * * *", "45 2 * * *"):
+        shared = CronSpec.parse(cron, "Europe/Berlin")
+        asked = [shared.next_occurrence(first), shared.next_occurrence(second)]
+        fresh = [
+            CronSpec(cron, "Europe/Berlin").next_occurrence(first),
+            CronSpec(cron, "Europe/Berlin").next_occurrence(second),
+        ]
+        assert asked == fresh, cron
+    # the wildcard job: the first pass's 02:45, then the second pass's
+    wild = CronSpec.parse("*/15 * * * *", "Europe/Berlin")
+    assert wild.next_occurrence(first) == datetime(2026, 10, 25, 0, 45, tzinfo=UTC)
+    assert wild.next_occurrence(second) == datetime(2026, 10, 25, 1, 45, tzinfo=UTC)

@@ -264,3 +264,43 @@ async def test_the_inspect_route_shows_the_versions_newest_first(sqlite_url: str
         assert missing.json()["code"] == "schedule_not_found"
         unauthorised = await client.get(f"/_voltro/inspect/schedules/{NAME}")
         assert unauthorised.status_code == 401
+
+
+async def test_the_whole_table_is_read_in_pages_that_split_no_schedules_versions(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Boot reads every version (run-time schedules too) in pages, each its own bounded
+    attempt — one statement for 100,000 outlasted the store's 8 s bound on a busy host. A page
+    may end inside one schedule's versions: the next one goes on from that version, newest
+    first, never skipping or repeating one."""
+    from support.stores import open_store
+
+    from fastapi_voltro_schedules.definitions import definition_record
+    from fastapi_voltro_schedules.enums import TriggerMode
+    from fastapi_voltro_schedules.store import statements
+
+    monkeypatch.setattr(statements, "DEFINITIONS_PAGE", 3)
+    async with open_store(database_url) as store:
+        records = [
+            definition_record(
+                define_schedule(
+                    name=name, cron=f"{v} 9 * * *", timezone="UTC", handler=lambda ctx: None
+                ),
+                TriggerMode.SELF,
+                effective_from=t(v),
+                version=v,
+                recorded_by="pod-1",
+            )
+            for name, versions in (("a", 2), ("b", 3), ("c", 1), ("d", 1))
+            for v in range(1, versions + 1)
+        ]
+        assert await store.add_definitions(records) == 7
+        every = await store.definitions()
+        named = await store.definitions(["a", "b", "c", "d"])
+    assert {name: [r.version for r in rs] for name, rs in every.items()} == {
+        "a": [2, 1],
+        "b": [3, 2, 1],
+        "c": [1],
+        "d": [1],
+    }
+    assert every == named

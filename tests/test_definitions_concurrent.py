@@ -79,7 +79,7 @@ async def test_a_peer_mid_write_holds_up_one_chunk_not_the_whole_boot(
         async with peer.connect() as conn:
             transaction = await conn.begin()
             dialect = conn.dialect.name
-            await conn.execute(definitions_insert(dialect, [r.row() for r in held]))
+            await conn.execute(definitions_insert(dialect), [r.row() for r in held])
             recording = asyncio.ensure_future(store.add_definitions(records))
             # While the peer's chunk is uncommitted, every other chunk is written and committed.
             deadline = asyncio.get_running_loop().time() + HANG

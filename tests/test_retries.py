@@ -438,6 +438,36 @@ async def test_every_store_retries_within_the_slot(database_url: str) -> None:
     )
 
 
+async def left_pending(url: str, name: str, slot: datetime, trigger: Trigger) -> None:
+    """What a replica ("gone") that stopped leaves: ``name``'s ``slot`` failed its attempt 1 at
+    slot + 1 s, a retry pending at slot + 6 s, the row beaten last at slot + 1 s."""
+    store = create_store(url)
+    try:
+        await store.insert_runs(
+            [
+                RunRecord(
+                    id=new_run_id(), name=name, scheduled_at=slot, status=RunStatus.RUNNING,
+                    trigger=trigger, fired_at=slot, heartbeat_at=slot + timedelta(seconds=1),
+                    replica_id="gone", error_tag="ConnectionError", error_message="down",
+                )
+            ]
+        )  # fmt: skip
+        (orphan,) = await store.list_runs(name)
+        assert await store.defer_run(
+            RunOutcome(
+                run_id=orphan.id,
+                status=RunStatus.FAILED,
+                finished_at=slot + timedelta(seconds=1),
+                error_tag="ConnectionError",
+                error_message="down",
+                retry_at=slot + timedelta(seconds=6),
+            ),
+            "gone",
+        )
+    finally:
+        await store.dispose()
+
+
 @pytest.mark.postgres
 async def test_two_replicas_racing_for_a_stopped_replicas_retry_run_it_once(
     postgres_url: str,
@@ -463,31 +493,7 @@ async def test_two_replicas_racing_for_a_stopped_replicas_retry_run_it_once(
         )
 
     slot = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-    store = create_store(postgres_url)
-    try:
-        await store.insert_runs(
-            [
-                RunRecord(
-                    id=new_run_id(), name="orphan", scheduled_at=slot, status=RunStatus.RUNNING,
-                    trigger=Trigger.SELF, fired_at=slot, heartbeat_at=slot + timedelta(seconds=1),
-                    replica_id="gone", error_tag="ConnectionError", error_message="down",
-                )
-            ]
-        )  # fmt: skip
-        (orphan,) = await store.list_runs("orphan")
-        assert await store.defer_run(
-            RunOutcome(
-                run_id=orphan.id,
-                status=RunStatus.FAILED,
-                finished_at=slot + timedelta(seconds=1),
-                error_tag="ConnectionError",
-                error_message="down",
-                retry_at=slot + timedelta(seconds=6),
-            ),
-            "gone",
-        )
-    finally:
-        await store.dispose()
+    await left_pending(postgres_url, "orphan", slot, Trigger.SELF)
     # silent for 29 s, past 3 beats of 1 s: dead; the window is open until 13:00
     at = slot + timedelta(seconds=30)
     clocks = [ManualClock(at), ManualClock(at)]
@@ -513,4 +519,40 @@ async def test_two_replicas_racing_for_a_stopped_replicas_retry_run_it_once(
         (row,) = await _rows_when(a, "orphan", lambda r: r and r[0].status.terminal, "final")
     assert (row.status, row.attempt) == (RunStatus.SUCCEEDED, 2)
     assert row.replica_id in ("live-0", "live-1")
+    assert calls == [2]
+
+
+@pytest.mark.postgres
+async def test_an_external_schedules_retry_left_pending_by_a_stopped_replica_is_taken_over(
+    postgres_url: str,
+) -> None:
+    """An ``external`` schedule is armed nowhere (its arrivals come through the trigger route
+    on any replica), yet a retry its stopped replica left pending is the fleet's to carry on:
+    a live replica takes it over and runs attempt 2 — once, the row ending ``succeeded``.
+    (It was marked ``failed/abandoned`` as if no replica knew the schedule.)"""
+    await upgrade_to_head(postgres_url)
+    calls: list[int] = []
+
+    async def handler(ctx: ScheduleContext) -> None:
+        calls.append(ctx.attempt)
+
+    nightly = define_schedule(
+        name="export",
+        cron="0 2 * * *",
+        timezone="UTC",
+        trigger="external",
+        handler=handler,
+        retry=RetryPolicy(attempts=3, backoff_ms=5000),
+    )
+    slot = datetime(2026, 6, 1, 2, 0, tzinfo=UTC)
+    await left_pending(postgres_url, "export", slot, Trigger.EXTERNAL)
+    clock = ManualClock(slot + timedelta(seconds=30))  # silent past 3 beats of 1 s: dead
+    config = SchedulingConfig(
+        database_url=postgres_url, replica_id="live", schedule_heartbeat_ms=1000
+    )
+    live = Scheduling([nightly], config=config, clock=clock)
+    async with live.run():
+        # the boot's look at the ledger takes it over (the corpse loop's, every 3 beats after)
+        (row,) = await _rows_when(live, "export", lambda r: r and r[0].status.terminal, "final")
+    assert (row.status, row.attempt, row.replica_id) == (RunStatus.SUCCEEDED, 2, "live")
     assert calls == [2]

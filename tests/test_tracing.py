@@ -21,6 +21,7 @@ from support.running import runs_of
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
+    RetryPolicy,
     RunStatus,
     ScheduleContext,
     Scheduling,
@@ -29,7 +30,7 @@ from fastapi_voltro_schedules import (
     schedules_router,
 )
 from fastapi_voltro_schedules.store import RunRecord
-from fastapi_voltro_schedules.testing import ManualClock
+from fastapi_voltro_schedules.testing import ManualClock, run_retries
 from fastapi_voltro_schedules.tracing import SPAN_NAME, run_spans
 
 T0 = datetime(2026, 6, 1, 11, 59, 30, tzinfo=UTC)
@@ -125,6 +126,7 @@ async def test_each_run_is_one_span_with_its_slot_trigger_status_and_run_id(
             "voltro.schedule.trigger": "self",
             "voltro.schedule.status": row.status.value,
             "voltro.schedule.run_id": row.id,
+            "voltro.schedule.attempt": 1,
             "voltro.schedule.error_tag": None,
         }
         assert span.parent is None and not span.links  # the timer fired: a root, no link
@@ -228,3 +230,33 @@ async def test_a_herd_is_one_span_a_run_each_in_its_own_trace(
     assert all(
         s.attributes and s.attributes["voltro.schedule.status"] == "succeeded" for s in spans
     )
+
+
+async def test_each_attempt_of_a_retried_slot_is_a_span_of_the_same_run_with_its_attempt(
+    exported: InMemorySpanExporter,
+) -> None:
+    tries: list[int] = []
+
+    async def flaky(ctx: ScheduleContext) -> None:
+        tries.append(1)
+        if len(tries) < 3:
+            raise RuntimeError(f"try {len(tries)} failed")
+
+    sync = define_schedule(
+        name="sync",
+        cron="0 * * * *",
+        timezone="UTC",
+        handler=flaky,
+        retry=RetryPolicy(attempts=3, backoff_ms=1000),
+    )
+    ran = await run_retries(sync, at=datetime(2026, 6, 1, 12, tzinfo=UTC))
+    assert ran.run.status is RunStatus.SUCCEEDED and ran.run.attempt == 3
+    spans = sorted(runs_spans(exported), key=lambda s: s.start_time or 0)
+    assert [
+        (
+            s.attributes["voltro.schedule.attempt"],  # type: ignore[index]
+            s.attributes["voltro.schedule.status"],  # type: ignore[index]
+            s.attributes["voltro.schedule.run_id"],  # type: ignore[index]
+        )
+        for s in spans
+    ] == [(1, "failed", ran.run.id), (2, "failed", ran.run.id), (3, "succeeded", ran.run.id)]

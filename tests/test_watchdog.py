@@ -13,7 +13,7 @@ from fastapi_voltro_schedules.clock import Clock, SystemClock
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.store import RunRecord, Store, create_store
 from fastapi_voltro_schedules.testing import ManualClock
-from fastapi_voltro_schedules.watchdog import Watchdog
+from fastapi_voltro_schedules.watchdog import Watchdog, WatchedHerd
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -28,6 +28,15 @@ class Stop:
         self.log.append(self.name)
 
 
+def watch_one(
+    dog: Watchdog, clock: ManualClock, run_id: str, deadline: datetime, stop: Stop
+) -> WatchedHerd:
+    """A single firing's watch: a herd of one (run ``0``), started now."""
+    herd = dog.watch_herd(deadline, (clock.monotonic(), clock.now()))
+    herd.add(run_id, stop)
+    return herd
+
+
 async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
     # 30-minute deadlines at 1,000 runs a second once kept 1.8 million dead entries alive.
     store = create_store(sqlite_url)
@@ -35,15 +44,15 @@ async def test_finished_runs_leave_the_deadline_heap(sqlite_url: str) -> None:
         clock = ManualClock(T0)
         dog = Watchdog(clock, store, "r1", heartbeat_ms=30_000)
         cancelled: list[str] = []
-        live = dog.watch("keep", T0, T0 + timedelta(minutes=30), Stop(cancelled, "keep"))
+        live = watch_one(dog, clock, "keep", T0 + timedelta(minutes=30), Stop(cancelled, "keep"))
         for i in range(10_000):
-            w = dog.watch(f"r{i}", T0, T0 + timedelta(minutes=30), Stop(cancelled, "x"))
-            dog.unwatch(w)
+            w = watch_one(dog, clock, f"r{i}", T0 + timedelta(minutes=30), Stop(cancelled, "x"))
+            assert dog.end(w, 0) is False
         assert len(dog._deadlines) < 200
         assert any(entry is live for entry in dog._deadlines)
         # The survivor is still enforced; the finished ones are never cancelled.
         dog._expire(clock.monotonic() + 31 * 60)  # 31 minutes later (monotonic seconds)
-        assert cancelled == ["keep"] and live.timed_out
+        assert cancelled == ["keep"] and dog.end(live, 0) is True
     finally:
         await store.dispose()
 
@@ -73,7 +82,7 @@ async def test_a_forward_wall_step_does_not_cancel_a_run(sqlite_url: str) -> Non
     clock = ManualClock(T0)
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     cancelled: list[str] = []
-    watched = dog.watch("run", T0, T0 + timedelta(minutes=10), Stop(cancelled, "run"))
+    watched = watch_one(dog, clock, "run", T0 + timedelta(minutes=10), Stop(cancelled, "run"))
 
     async def body() -> None:
         clock.set(T0 + timedelta(hours=1))  # the step
@@ -82,7 +91,7 @@ async def test_a_forward_wall_step_does_not_cancel_a_run(sqlite_url: str) -> Non
         await step(clock, 10 * 60 - 2)  # 9 min 59 s of elapsed time
         assert cancelled == []
         await step(clock, 1.5)
-        assert cancelled == ["run"] and watched.timed_out
+        assert cancelled == ["run"] and watched.timed_out == {0}
 
     try:
         await _loop(dog, clock, body)
@@ -96,7 +105,7 @@ async def test_a_backward_wall_step_does_not_extend_a_deadline(sqlite_url: str) 
     clock = ManualClock(T0)
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
     cancelled: list[str] = []
-    dog.watch("run", T0, T0 + timedelta(seconds=30), Stop(cancelled, "run"))
+    watch_one(dog, clock, "run", T0 + timedelta(seconds=30), Stop(cancelled, "run"))
 
     async def body() -> None:
         await step(clock, 10)
@@ -141,7 +150,7 @@ async def test_beats_follow_elapsed_time_not_the_wall_clock(sqlite_url: str) -> 
     clock = ManualClock(T0)
     await running_row(store, "sr_beat", "job")
     dog = Watchdog(clock, store, "r1", heartbeat_ms=5_000)
-    dog.watch("sr_beat", T0, T0 + timedelta(hours=1), Stop([], "sr_beat"))
+    watch_one(dog, clock, "sr_beat", T0 + timedelta(hours=1), Stop([], "sr_beat"))
 
     async def body() -> None:
         clock.set(T0 + timedelta(hours=2))  # wall jumps 2 h: 0 s of elapsed time

@@ -100,6 +100,28 @@ ERROR_STATUS: tuple[tuple[type[VoltroError], int, str], ...] = (
 )
 """(error class, status, code), most specific first: the first ``isinstance`` match wins."""
 
+CALLERS_TO_FIX = frozenset(
+    {
+        "invalid_request",
+        "invalid_scheduled_at",
+        "payload_too_large",
+        "invalid_backfill",
+        "invalid_query",
+        "invalid_pause",
+        "invalid_schedule",
+        "until_passed",
+        "schedule_not_found",
+        "run_not_found",
+        "not_external",
+        "off_cadence",
+    }
+)
+"""The codes of refusals the caller must change the request to get past (an unknown name, a
+bad field, an instant already passed) — not a state of the scheduler that passes (``busy``,
+``paused``, ``store_unavailable``), nor a name the code owns (``declared_in_code``: the fix is
+in the code or a deploy, docs/runtime-schedules.md). ``voltro schedule`` exits 2 on these, 1
+on the others, whether it asked over HTTP or in process."""
+
 
 def status_of(error: VoltroError) -> tuple[int, str]:
     """The HTTP status and the body's ``code`` for a domain error."""

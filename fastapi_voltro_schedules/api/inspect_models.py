@@ -57,6 +57,16 @@ class InspectRunView(RunView):
         description="While a running row waits between two attempts: when the next is due "
         "(the last attempt's error is in errorTag/error).",
     )
+    job_id: str | None = Field(
+        default=None,
+        description="The job a hand-off gave this firing to (Celery task id, arq job id, "
+        "procrastinate job id); null when the firing ran in process. See docs/handoff.md.",
+    )
+    job_tracking: str | None = Field(
+        default=None,
+        description="followed: the status is the job's; handed-off: succeeded means the job "
+        "was enqueued, nothing more; null without a job.",
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> InspectRunView:
@@ -75,6 +85,8 @@ class InspectRunView(RunView):
             duration_ms=duration,
             attempt=run.attempt,
             retry_at=None if run.retry_at is None else iso_z(run.retry_at),
+            job_id=run.job_id,
+            job_tracking=run.job_tracking,
         )
 
 

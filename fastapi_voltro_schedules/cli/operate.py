@@ -33,7 +33,7 @@ import typer
 from .. import devtokens
 from ..clock import iso_z
 from ..cron import CronSpec
-from ..errors import ScheduleNotFoundError, VoltroError
+from ..errors import VoltroError
 from ..exclusions import exclusions_from_json
 from .common import CliError, find_scheduling, schedule_app
 from .output import print_table
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
-BAD_INPUT_CODES = frozenset({"until_passed"})
 """409 answers that are bad input all the same (exit 2): the request named an instant gone."""
 INSPECT = "/_voltro/inspect/schedules"
 FIRE_POLL_SECONDS = 0.2
@@ -111,9 +110,7 @@ class Api:
                 error_code = body.get("code") if isinstance(body, dict) else None
             except ValueError:
                 detail = response.text[:300]
-            # the caller's to fix: an unknown name, a bad field, an instant already passed
-            bad_input = response.status_code in (404, 422) or error_code in BAD_INPUT_CODES
-            code = EXIT_BAD_INPUT if bad_input else EXIT_FAILED
+            code = _exit_code(error_code)
             raise OperateError(f"{response.status_code}: {detail}", code)
         if response.status_code == 204:
             return None
@@ -168,8 +165,17 @@ def _run(coro: Any) -> Any:
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except VoltroError as exc:  # in-process: the domain error itself (the route maps it)
         typer.echo(f"voltro schedule: {exc}", err=True)
-        code = EXIT_BAD_INPUT if isinstance(exc, ScheduleNotFoundError) else EXIT_FAILED
-        raise typer.Exit(code) from None
+        from ..api.errors import status_of
+
+        raise typer.Exit(_exit_code(status_of(exc)[1])) from None
+
+
+def _exit_code(error_code: object) -> int:
+    """2 when the refusal is the caller's to fix (the route's error code, the same whether
+    the CLI asked over HTTP or in process), else 1."""
+    from ..api.errors import CALLERS_TO_FIX  # the routes' table: loaded once a call failed
+
+    return EXIT_BAD_INPUT if error_code in CALLERS_TO_FIX else EXIT_FAILED
 
 
 def _print_json(data: Any) -> None:

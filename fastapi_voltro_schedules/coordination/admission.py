@@ -442,6 +442,27 @@ class Admitter:
         )
         return Admission(Verdict.QUEUED, taken)
 
+    async def take_over_job(self, schedule: Schedule, orphan: RunRecord) -> Admission:
+        """Take over ``orphan`` — a silent ``running`` row of a stopped replica naming a
+        handed-off job (``job_id``) — comparing the owner and the beat judged silent, so of
+        several replicas exactly one gets it (``LOST``: another did). Answers ``RUN`` with the
+        row as it now reads: its firing runs again here and follows the same job."""
+        taken = await self._take_over(
+            schedule, orphan, RunStatus.RUNNING, "take over a handed-off job"
+        )
+        if isinstance(taken, Admission):
+            return taken
+        logger.warning(
+            "schedule: took over a handed-off job of a replica that stopped reporting  "
+            "name=%s runId=%s scheduledAt=%s jobId=%s heldBy=%s",
+            schedule.name,
+            orphan.id,
+            iso_z(orphan.scheduled_at),
+            orphan.job_id,
+            orphan.replica_id,
+        )
+        return Admission(Verdict.RUN, taken)
+
     async def retry(self, schedule: Schedule, row: RunRecord) -> Admission:
         """Decide a pending retry of this replica's that came due (``row``: its ``running``
         row, ``retry_at`` set): start the next attempt — ``RUN`` with the row as it then reads
@@ -466,13 +487,22 @@ class Admitter:
                     attempt=row.attempt + 1,
                     retry_at=None,
                     heartbeat_at=now,
+                    # a handed-off attempt's job is over: the next attempt is a job of its own
+                    job_id=None,
+                    job_tracking=None,
                 )
                 if not mine:
                     return Admission(Verdict.LOST)
                 # fired_at here is the attempt's start: its watchdog deadline counts from it
                 # (the row keeps the slot's first firing)
                 run = replace(
-                    row, attempt=row.attempt + 1, retry_at=None, heartbeat_at=now, fired_at=now
+                    row,
+                    attempt=row.attempt + 1,
+                    retry_at=None,
+                    heartbeat_at=now,
+                    fired_at=now,
+                    job_id=None,
+                    job_tracking=None,
                 )
                 logger.info(
                     "schedule: retrying  name=%s runId=%s attempt=%d scheduledAt=%s",

@@ -95,8 +95,7 @@ class Chain:
         bisect.insort(self._waiting.setdefault(queued.name, []), waiter)
         watched = None
         if beat and self._watchdog is not None:
-            since = queued.heartbeat_at or queued.fired_at or queued.scheduled_at
-            watched = self._watchdog.keep_alive(queued.id, since)
+            watched = self._watchdog.keep_alive(queued.id)
         return ChainTurn(self, queued, waiter, start, watched)
 
     def started(self, name: str, run_id: str) -> None:

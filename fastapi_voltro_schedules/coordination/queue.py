@@ -211,7 +211,7 @@ class LineTurn:
         self._queued = queued
         self._pauses = pauses
         self._queued_at = queued.fired_at or line.clock.now()
-        self._beat: Watched | None = line.watchdog.keep_alive(queued.id, self._queued_at)
+        self._beat: Watched | None = line.watchdog.keep_alive(queued.id)
         self._done = False
         self._promoted = anyio.Event()
         line.metrics.queued.labels(name=schedule.name).inc()

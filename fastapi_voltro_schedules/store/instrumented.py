@@ -83,10 +83,12 @@ class InstrumentedStore(Store):
         try:
             return await call
         except StoreUnavailableError:
-            self._error(operation)
+            self.observe_error(operation)
             raise
 
-    def _error(self, operation: str) -> None:
+    def observe_error(self, operation: str) -> None:
+        """Count an outage of ``operation`` — also one that ran past this seam (the cluster's
+        lease statements, :class:`~.leases.LeaseStore`)."""
         self.metrics.store_errors.labels(operation=operation).inc()
 
     def _count_started(self, new: Sequence[RunRecord], running: Sequence[RunRecord]) -> None:
@@ -212,7 +214,7 @@ class InstrumentedStore(Store):
         try:
             inserted = await self._inner.claim_and_insert(runs, replica_id, claimed_at, keys=keys)
         except StoreUnavailableError:
-            self._error("claim_and_insert")
+            self.observe_error("claim_and_insert")
             raise
         self._observe_rows([r for r in runs if r.id in inserted], soon=True)
         return inserted
@@ -226,7 +228,7 @@ class InstrumentedStore(Store):
         try:
             wrote = await self._inner.account_claim(claim, row, replica_id)
         except StoreUnavailableError:
-            self._error("account_claim")
+            self.observe_error("account_claim")
             raise
         if wrote:  # a missed row: counted like every other outcome written
             self._observe_rows([row])
@@ -255,7 +257,7 @@ class InstrumentedStore(Store):
         try:
             await self._inner.insert_run(run)
         except StoreUnavailableError:
-            self._error("insert_run")
+            self.observe_error("insert_run")
             raise
         self._observe_rows([run])
 
@@ -263,7 +265,7 @@ class InstrumentedStore(Store):
         try:
             await self._inner.insert_runs(runs)
         except StoreUnavailableError:
-            self._error("insert_runs")
+            self.observe_error("insert_runs")
             raise
         self._observe_rows(runs, soon=True)
 
@@ -285,7 +287,7 @@ class InstrumentedStore(Store):
                 **values,
             )
         except StoreUnavailableError:
-            self._error("update_run")
+            self.observe_error("update_run")
             raise
         status = values.get("status")
         if matched and status is not None:
@@ -303,7 +305,7 @@ class InstrumentedStore(Store):
         try:
             row = await self._inner.get_run(run_id)
         except StoreUnavailableError as exc:
-            self._error("get_run")
+            self.observe_error("get_run")
             logger.warning("schedule: could not read back run %s for its metrics: %s", run_id, exc)
             return
         if row is not None and row.status is status:
@@ -320,7 +322,7 @@ class InstrumentedStore(Store):
         try:
             plan = await self._inner.claim_turn(key, replica_id, claimed_at, name, decide)
         except StoreUnavailableError:
-            self._error("claim_turn")
+            self.observe_error("claim_turn")
             raise
         if plan is not None:
             await self._observe_turn(plan)
@@ -330,7 +332,7 @@ class InstrumentedStore(Store):
         try:
             plan = await self._inner.take_turn(name, decide)
         except StoreUnavailableError:
-            self._error("take_turn")
+            self.observe_error("take_turn")
             raise
         await self._observe_turn(plan)
         return plan
@@ -416,7 +418,7 @@ class InstrumentedStore(Store):
         try:
             await self._inner.notify_changed(names)
         except StoreUnavailableError:
-            self._error("notify_changed")
+            self.observe_error("notify_changed")
             raise
 
     async def listen_changed(
@@ -438,7 +440,7 @@ class InstrumentedStore(Store):
         try:
             await self._inner.finish_runs(outcomes, replica_id, announce=announce)
         except StoreUnavailableError:
-            self._error("finish_runs")
+            self.observe_error("finish_runs")
             raise
         ended: list[RunOutcome] = []
         rows: list[Recorded] = []
@@ -544,14 +546,14 @@ class InstrumentedStore(Store):
         try:
             await self._inner.ping()
         except StoreUnavailableError:
-            self._error("ping")
+            self.observe_error("ping")
             raise
 
     async def create_schema(self) -> None:
         try:
             await self._inner.create_schema()
         except StoreUnavailableError:
-            self._error("create_schema")
+            self.observe_error("create_schema")
             raise
 
     async def dispose(self) -> None:

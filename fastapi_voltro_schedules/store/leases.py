@@ -23,15 +23,16 @@ and ``StoreUnavailableError``); SQLite has no cluster (``coordination`` falls ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
+from ..errors import StoreUnavailableError
 from ..models import LEASES_TABLE, MEMBERS_TABLE
 from . import statements as q
 from .base import RunRecord, Store
@@ -42,6 +43,9 @@ FORGET_MEMBERS_MS = 24 * 3600 * 1000
 
 
 _READ_COMMITTED = text("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,19 @@ class LeaseStore:
         self._observed = store if isinstance(store, InstrumentedStore) else None
         self._d = _Dialect(sql.engine.dialect.name == "postgresql")
 
+    async def _attempt(
+        self, operation: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool = True
+    ) -> T:
+        """The SQL store's attempt; an outage is counted in ``store_errors{operation}`` like
+        any other store call's (the lease statements write past the metrics seam), so a
+        cluster that cannot beat raises the same alert as one that cannot record."""
+        try:
+            return await self._sql._attempt(operation, work, write=write)
+        except StoreUnavailableError:
+            if self._observed is not None:
+                self._observed.observe_error(operation)
+            raise
+
     # -- members ----------------------------------------------------------------------------
 
     async def beat(self, replica_id: str, dead_after_ms: int) -> list[str]:
@@ -129,7 +146,7 @@ class LeaseStore:
             result = await conn.execute(text(live), {"dead": dead_after_ms})
             return [str(row[0]) for row in result]
 
-        return await self._sql._attempt("cluster_beat", work)
+        return await self._attempt("cluster_beat", work)
 
     async def leave(self, replica_id: str) -> None:
         """Graceful exit: expire every lease this replica holds (now, by the database's
@@ -148,7 +165,7 @@ class LeaseStore:
                 text(f"DELETE FROM {MEMBERS_TABLE} WHERE replica_id = :me"), {"me": replica_id}
             )
 
-        await self._sql._attempt("cluster_leave", work)
+        await self._attempt("cluster_leave", work)
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -250,7 +267,7 @@ class LeaseStore:
             result = await conn.execute(held, {"me": owner})
             return {str(row[0]): int(row[1]) for row in result}
 
-        return await self._sql._attempt("cluster_leases", work)
+        return await self._attempt("cluster_leases", work)
 
     async def leases(self) -> list[Lease]:
         """Every lease row, by name (inspection and tests)."""
@@ -266,7 +283,7 @@ class LeaseStore:
                 out.append(Lease(str(name), str(lease_owner), int(token), at))
             return out
 
-        return await self._sql._attempt("cluster_leases_read", work, write=False)
+        return await self._attempt("cluster_leases_read", work, write=False)
 
     # -- the fence --------------------------------------------------------------------------
 
@@ -299,7 +316,7 @@ class LeaseStore:
                 await self._insert_rows(conn, keep)
             return keep
 
-        written = await self._sql._attempt("insert_fenced", work)
+        written = await self._attempt("insert_fenced", work)
         if written and self._observed is not None:
             self._observed.observe_inserted(written)  # counted like any insert_runs
         return written
@@ -329,4 +346,4 @@ class LeaseStore:
             inserted = await conn.execute(q.claim_insert(dialect.name, [row], returning=False))
             return bool(inserted.rowcount == 1)
 
-        return await self._sql._attempt("claim_fenced", work)
+        return await self._attempt("claim_fenced", work)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,24 +20,26 @@ class SQLDefinitions(SQLConnections):
     async def definitions(
         self, names: Collection[str] | None = None
     ) -> dict[str, list[DefinitionRecord]]:
-        chunks: list[Collection[str] | None]
-        if names is None:
-            chunks = [None]
-        else:
+        # Read in pieces, each its own bounded attempt: the whole table at 100,000 schedules
+        # in one statement took longer than the store's 8 s bound on a busy host, and three
+        # replicas booting together failed their boots on it.
+        found: dict[str, list[DefinitionRecord]] = {}
+        if names is not None:
             ordered = sorted(set(names))
-            if not ordered:
-                return {}
-            chunks = [ordered[i : i + q.NAME_CHUNK] for i in range(0, len(ordered), q.NAME_CHUNK)]
-
-        async def work(conn: AsyncConnection) -> dict[str, list[DefinitionRecord]]:
-            found: dict[str, list[DefinitionRecord]] = {}
-            for chunk in chunks:
-                for row in await conn.execute(q.definitions_select(chunk)):
-                    record = DefinitionRecord.from_row(row._mapping)
+            for i in range(0, len(ordered), q.NAME_CHUNK):
+                stmt = q.definitions_select(ordered[i : i + q.NAME_CHUNK])
+                for record in await self._attempt("definitions", _reader(stmt), write=False):
                     found.setdefault(record.name, []).append(record)
             return found
-
-        return await self._attempt("definitions", work, write=False)
+        after: tuple[str, int] | None = None
+        while True:
+            stmt = q.definitions_page(after, q.DEFINITIONS_PAGE)
+            page = await self._attempt("definitions", _reader(stmt), write=False)
+            for record in page:
+                found.setdefault(record.name, []).append(record)
+            if len(page) < q.DEFINITIONS_PAGE:
+                return found
+            after = (page[-1].name, page[-1].version)
 
     async def definitions_since(
         self, after: datetime, known: Callable[[str, int], bool] | None = None
@@ -73,8 +75,8 @@ class SQLDefinitions(SQLConnections):
         for record in records:
             aware(record.effective_from, "effective_from")
         dialect = self.engine.dialect.name
-        # On Postgres under cdc the NOTIFY rides in the insert's own statement (as the
-        # terminal writes' do): no round trip of its own, sent at commit, for inserted rows only.
+        # On Postgres under cdc a NOTIFY per inserted row follows in the insert's transaction:
+        # sent at commit, for the rows this replica inserted only.
         announced = announce and dialect == "postgresql"
         recorded = 0
         for chunk in definition_chunks(records):
@@ -82,9 +84,13 @@ class SQLDefinitions(SQLConnections):
 
             async def work(conn: AsyncConnection, rows: list[dict[str, Any]] = rows) -> int:
                 # the rows an INSERT … ON CONFLICT DO NOTHING / INSERT IGNORE really added
-                if announced:  # one pg_notify row per row inserted
-                    return len((await conn.execute(q.definitions_insert_announced(rows))).all())
-                return int((await conn.execute(q.definitions_insert(dialect, rows))).rowcount)
+                result = await conn.execute(q.definitions_insert(dialect), rows)
+                if not result.returns_rows:  # MariaDB/MySQL: counted, not named
+                    return int(result.rowcount)
+                added = list(result.scalars())
+                if announced and added:
+                    await conn.execute(q.definitions_announce(added))
+                return len(added)
 
             recorded += await self._attempt("add_definitions", work)
         return recorded
@@ -106,3 +112,10 @@ def definition_chunks(records: Sequence[DefinitionRecord]) -> list[list[Definiti
         first = zlib.crc32(ordered[0].recorded_by.encode()) % len(chunks)
         chunks = chunks[first:] + chunks[:first]
     return chunks
+
+
+def _reader(stmt: Any) -> Callable[[AsyncConnection], Awaitable[list[DefinitionRecord]]]:
+    async def work(conn: AsyncConnection) -> list[DefinitionRecord]:
+        return [DefinitionRecord.from_row(row._mapping) for row in await conn.execute(stmt)]
+
+    return work

@@ -40,8 +40,9 @@ from .claims import (
 )
 from .definitions import (
     definition_keys_since_select,
+    definitions_announce,
     definitions_insert,
-    definitions_insert_announced,
+    definitions_page,
     definitions_select,
     definitions_since_select,
     newest_effective_since_select,
@@ -106,6 +107,9 @@ RUN_CHUNK = 500
 """Rows per run insert (13 parameters each)."""
 NAME_CHUNK = 2000
 """Schedule names per ``IN (…)`` list: well under every driver's bind-parameter limit."""
+DEFINITIONS_PAGE = 5000
+"""Versions per page of a whole-table read of the definitions (each page its own bounded
+attempt)."""
 DELETE_BATCH = 1000
 """Rows per bounded-delete statement: short transactions that never hold the table for long."""
 
@@ -114,6 +118,7 @@ __all__ = [
     "BY_TIME_INDEX",
     "CLAIM_CHUNK",
     "DEFINITIONS_CHANNEL",
+    "DEFINITIONS_PAGE",
     "DELETE_BATCH",
     "FINISH_KEYS",
     "LINE_SUFFIX",
@@ -135,8 +140,9 @@ __all__ = [
     "database_now",
     "database_now_sql",
     "definition_keys_since_select",
+    "definitions_announce",
     "definitions_insert",
-    "definitions_insert_announced",
+    "definitions_page",
     "definitions_select",
     "definitions_since_select",
     "dialect_family",
