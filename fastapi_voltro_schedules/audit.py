@@ -30,6 +30,9 @@ The three findings:
   database URL reports duplicates and stuck rows only — except for run-time schedules
   (``put_schedule``), whose definitions the versions table holds: they are always
   gap-checked, up to their deletion when they were deleted.
+
+An excluded slot (``exclude=``: a listed day, a holiday) is not a finding: the engine records
+it ``skipped`` with ``error_tag="excluded"`` — the slot's row — and the report counts them.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from .cron import CronSpec
 from .definition import Schedule
 from .definitions import NO_VERSIONS, Versions
 from .enums import RunStatus
+from .exclusions import EXCLUDED_TAG
 from .pauses import NO_PAUSES, PauseView, RecordedPauses
 from .planning import DEAD_AFTER_BEATS, is_live
 from .runtime_schedules import audited_runtime
@@ -105,6 +109,9 @@ class AuditReport:
     gap_checked: tuple[str, ...]
     """The ``self`` schedules whose occurrences were checked for gaps."""
     findings: tuple[Finding, ...] = field(default=())
+    excluded: int = 0
+    """Slots recorded ``skipped`` on an excluded day (``error_tag="excluded"``): each is the
+    slot's row, not a problem — counted so the report says why those slots did not run."""
 
     @property
     def clean(self) -> bool:
@@ -133,14 +140,16 @@ class AuditReport:
             "rows": self.rows,
             "gapChecked": list(self.gap_checked),
             "clean": self.clean,
+            "excluded": self.excluded,
             "counts": {kind.value: len(self.of(kind)) for kind in FindingKind},
             "findings": [f.to_json() for f in self.findings],
         }
 
     def text(self) -> str:
         counts = ", ".join(f"{len(self.of(k))} {k.value}" for k in FindingKind)
+        excluded = f" ({self.excluded} skipped on excluded days)" if self.excluded else ""
         head = (
-            f"ledger audit ({iso_z(self.start)}, {iso_z(self.end)}]: {self.rows} rows, "
+            f"ledger audit ({iso_z(self.start)}, {iso_z(self.end)}]: {self.rows} rows{excluded}, "
             f"gaps checked for {len(self.gap_checked)} self schedule(s): "
             f"{'clean' if self.clean else counts}"
         )
@@ -173,9 +182,11 @@ def audit(
     silence = timedelta(milliseconds=DEAD_AFTER_BEATS * heartbeat_ms)
     slots: dict[tuple[str, datetime], list[RunRecord]] = defaultdict(list)
     findings: list[Finding] = []
-    count = 0
+    count = excluded = 0
     for row in rows:
         count += 1
+        if row.status is RunStatus.SKIPPED and row.error_tag == EXCLUDED_TAG:
+            excluded += 1
         slots[(row.name, row.scheduled_at)].append(row)
         if row.status in LIVE_STATUSES and not is_live(
             row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms
@@ -237,7 +248,7 @@ def audit(
                         )
                     )
     findings.sort(key=lambda f: (f.scheduled_at, f.name, f.kind.value))
-    return AuditReport(start, end, now, count, tuple(checked), tuple(findings))
+    return AuditReport(start, end, now, count, tuple(checked), tuple(findings), excluded)
 
 
 async def audit_ledger(

@@ -19,7 +19,7 @@ slot with nothing recorded, a key naming the row it re-runs for a re-run — so 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -286,6 +286,14 @@ async def plan_range(
         )
     rows = await range_rows(store, schedule.name, begin, slots[-1]) if slots else []
     states = plan_reprocess(slots, rows, policy.value)
+    if schedule.exclude is not None:
+        # an excluded day is not run by a backfill either: the slot is not owed
+        states = [
+            replace(state, action=SlotAction.EXCLUDED)
+            if state.fires and schedule.excluded(state.slot) is not None
+            else state
+            for state in states
+        ]
     already = sum(1 for state in states if state.status is RunStatus.SUCCEEDED)
     plan = RangePlan(schedule.name, begin, finish, slots, already, bound, policy, states, dry_run)
     # After the limit (the bigger mistake), before the confirmation (never ask to confirm

@@ -197,6 +197,7 @@ class Catalog:
         backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
         max_runtime_ms: int | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        exclude: object = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` (see the module docstring).
@@ -215,6 +216,7 @@ class Catalog:
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
             retry=retry_policy(name, retry),
+            exclude=exclude,
         )
         async with self._writing_name(name):
             # First try on what this replica knows (boot's read, its own writes, what it

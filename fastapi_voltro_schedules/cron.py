@@ -6,7 +6,9 @@ The rules (SPEC §1 "Time rules", written out in ``docs/time-rules.md``):
   or a macro (``@yearly``/``@annually``/``@monthly``/``@weekly``/``@daily``/``@midnight``/
   ``@hourly``). Names (``JAN``–``DEC``, ``SUN``–``SAT``, any case), lists, ranges and steps
   (``*/15``, ``1-30/5``, ``5/10`` = 5 to the field's maximum every 10). Day-of-week 0–7, where
-  0 and 7 are both Sunday. Quartz/Jenkins extensions (``L W # ? H``) are rejected.
+  0 and 7 are both Sunday. Quartz's calendar terms in the day fields: ``L``, ``L-3``, ``15W``,
+  ``LW`` (day-of-month), ``1#2``, ``5L``/``FRIL`` (day-of-week) — :mod:`.cron_days` says
+  which days they name. ``?`` and Jenkins' ``H`` are rejected.
 * Day-of-month / day-of-week follow Vixie cron: if either field starts with ``*`` a day must
   match both, otherwise it may match either.
 * DST follows cronie. A *wildcard* job (minute or hour field starts with ``*``) fires on the
@@ -33,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .cron_fields import CronFields, FieldError, parse_fields
+from .cron_search import SEARCH_YEARS as _SEARCH_YEARS
 from .cron_search import Wall, WallSearch
 from .errors import InvalidCronError
 from .zones import iana_zone_names, zone_problem
@@ -299,10 +302,20 @@ class CronSpec:
                 second = self._search.forward(*_wall(start))
                 if second < end_w:
                     return datetime(*second, tzinfo=UTC) - off_other  # type: ignore[operator]
+        limit = local.year + _SEARCH_YEARS
         while True:
             off0, off1 = self._offsets(c)
             if off0 >= off1:  # ordinary, or the first pass of a repeated time
                 return datetime(*c, tzinfo=UTC) - off0
+            if c[0] > limit:
+                # Every match falls in a skipped hour (`*/30 2 * 3 0L` in Europe/Berlin: March's
+                # last Sunday is always the spring-forward night): the search restarts after
+                # each gap, so bound it here as the wall search bounds itself.
+                raise ValueError(
+                    f"cron expression {self.expression!r} has no occurrence within "
+                    f"{_SEARCH_YEARS} years in {self.timezone}: every match is inside a "
+                    "skipped (spring-forward) hour"
+                )
             _, gap_end = self._gap_bounds(c, off0, off1)  # missing: never fires
             c = self._search.forward(*_wall(gap_end))
 

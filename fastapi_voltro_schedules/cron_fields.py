@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+
+from .cron_days import CalendarTerms, month_days
 
 __all__ = ["CronFields", "FieldError", "parse_fields"]
 
@@ -19,6 +22,7 @@ _MONTH_LONG = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
 )  # fmt: skip
+_DOW_LONG = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 _MACROS = {
@@ -55,14 +59,12 @@ class FieldError(Exception):
 
 
 def _unsupported(field: _Field, text: str, term: str, token: str) -> str | None:
-    """The reason for a Quartz/Jenkins extension, or None if ``token`` is not one."""
+    """The reason for an extension this field does not take, or None if ``token`` is not one.
+
+    The calendar terms (``L``, ``W``, ``#``) are read by :func:`_calendar_term` in the day
+    fields; reaching here, they are in a field (or a shape) that has no meaning for them."""
     up = token.upper()
     where = f'{field.name} field "{text}"'
-    if "#" in term:
-        return (
-            f'{where} uses "#" (nth weekday of the month), a Quartz extension that is not '
-            "supported — schedule the weekday and check the date in the handler"
-        )
     if "?" in term:
         return f'{where} uses "?", a Quartz extension that is not supported — write * instead'
     if up == "H" or up.startswith("H("):
@@ -70,17 +72,154 @@ def _unsupported(field: _Field, text: str, term: str, token: str) -> str | None:
             f'{where} uses "H" (hashed value), a Jenkins extension that is not supported — '
             "pick a fixed value"
         )
-    if up == "LW" or (up.endswith("W") and up[:-1].isdigit()):
+    if "#" in term:
         return (
-            f'{where} uses "W" (nearest weekday), a Quartz extension that is not supported — '
-            "list the days explicitly"
+            f'{where} uses "#" (the nth weekday of the month), which only the day-of-week field '
+            "takes — e.g. 1#2 (the second Monday) in the fifth field"
         )
-    if up == "L" or (up.endswith("L") and up[:-1].isdigit()) or up.startswith("L-"):
+    if ("W" in up and up.rstrip("W").replace("L", "").isdigit()) or up == "LW":
         return (
-            f'{where} uses "L" (last), a Quartz extension that is not supported — list the '
-            "candidate days explicitly (e.g. 28-31) and check the date in the handler"
+            f'{where} uses "W" (the nearest weekday), which only the day-of-month field takes — '
+            "e.g. 15W or LW in the third field"
+        )
+    if "L" in up and (up == "L" or up.replace("L", "").replace("-", "").isdigit()):
+        return (
+            f'{where} uses "L" (last), which only the day fields take — L or L-3 in '
+            "day-of-month, 5L (the last Friday) in day-of-week"
         )
     return None
+
+
+class _Terms:
+    """The calendar terms met while parsing the two day fields (built into
+    :class:`.cron_days.CalendarTerms` once both are read)."""
+
+    __slots__ = ("last_day_offsets", "last_weekday", "last_weekdays", "nearest", "nth")
+
+    def __init__(self) -> None:
+        self.last_day_offsets: set[int] = set()
+        self.nearest: set[int] = set()
+        self.last_weekday = False
+        self.nth: set[tuple[int, int]] = set()
+        self.last_weekdays: set[int] = set()
+
+    def build(self) -> CalendarTerms:
+        return CalendarTerms(
+            last_day_offsets=tuple(sorted(self.last_day_offsets)),
+            nearest_weekdays=tuple(sorted(self.nearest)),
+            last_weekday=self.last_weekday,
+            nth_weekdays=tuple(sorted(self.nth)),
+            last_weekdays=tuple(sorted(self.last_weekdays)),
+        )
+
+
+_RANGE_TO_LAST = re.compile(r"\d+-L(/\d+)?", re.ASCII)
+_ORDINAL = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+def _calendar_term(field: _Field, text: str, term: str, terms: _Terms) -> bool:
+    """Read ``term`` into ``terms`` if it is a calendar term of its day field (``L``, ``L-3``,
+    ``15W``, ``LW``; ``1#2``, ``5L``, ``FRIL``) and say so; refuse a malformed one with the
+    fix. False: an ordinary term (``n-L`` included: the generic range reads L as 31)."""
+    up = term.upper()
+    # "day-of-month field "1,L-40": "L-40" — …"; the term once when it is the whole field.
+    where = f'{field.name} field "{text}"' + ("" if term == text else f': "{term}"')
+    if field is _DOM:
+        if ("L" not in up and "W" not in up) or _RANGE_TO_LAST.fullmatch(up):
+            return False
+        if "/" in up:
+            raise FieldError(
+                f"{where} puts a step on a calendar term — L, L-n, nW and LW name one "
+                "day a month, there is nothing to step over: write the term alone"
+            )
+        if up == "L":
+            terms.last_day_offsets.add(0)
+            return True
+        if up == "LW":
+            terms.last_weekday = True
+            return True
+        if m := re.fullmatch(r"L-(\d+)", up, re.ASCII):
+            offset = int(m[1])
+            if offset > 30:
+                raise FieldError(
+                    f"{where} is before the 1st of every month — the offset in L-n "
+                    "runs 0–30 (L-30 is the 1st of a 31-day month)"
+                )
+            terms.last_day_offsets.add(offset)
+            return True
+        if m := re.fullmatch(r"(\d+)W", up, re.ASCII):
+            day = int(m[1])
+            if not 1 <= day <= 31:
+                raise FieldError(
+                    f"{where} — day {day} is out of range 1–31 (nW takes a day of the "
+                    "month: 15W is the weekday nearest the 15th)"
+                )
+            terms.nearest.add(day)
+            return True
+        if m := re.fullmatch(r"W(\d+)", up, re.ASCII):
+            raise FieldError(
+                f"{where} is croniter's spelling — write {m[1]}W (the W comes after the day)"
+            )
+        raise FieldError(
+            f"{where} is not a day-of-month term — write L (the last day), L-3 (three "
+            "days before it), 15W (the weekday nearest the 15th) or LW (the last weekday); "
+            "a range may end at L (25-L)"
+        )
+    if field is not _DOW or ("#" not in up and "L" not in up):
+        return False
+    if "#" in up:
+        day_text, _, nth_text = term.partition("#")
+        if "L" in day_text.upper() or "L" in nth_text.upper():
+            raise FieldError(
+                f"{where} mixes # and L — write 5#2 (the second Friday) or 5L (the last Friday)"
+            )
+        if not day_text or not nth_text:
+            raise FieldError(
+                f"{where} needs a weekday and a count — write e.g. 1#2 (the second "
+                "Monday of the month)"
+            )
+        if any(c in day_text for c in "-/*") or "/" in nth_text:
+            raise FieldError(
+                f"{where} — # takes one weekday and no range or step: list them "
+                "instead, e.g. MON#1,TUE#1"
+            )
+        if not (nth_text.isascii() and nth_text.isdigit()):
+            raise FieldError(f"{where} — the count after # must be a number 1–5, e.g. 1#2")
+        nth = int(nth_text)
+        weekday = _value(field, text, term, day_text) % 7
+        if nth == 0:
+            raise FieldError(f"{where} — the count after # runs 1–5 ({day_text}#1 is the first)")
+        if nth > 5:
+            raise FieldError(
+                f"{where} — the count after # runs 1–5 (no month has a {nth}th "
+                f"{_DOW_LONG[weekday]}): write e.g. {day_text}#5 or {day_text}L for the last one"
+            )
+        terms.nth.add((weekday, nth))
+        return True
+    if up == "L":
+        raise FieldError(
+            f"{where} — L alone is ambiguous in day-of-week (Quartz reads it as Saturday): "
+            "write 6L (the last Saturday of the month) or SAT (every Saturday)"
+        )
+    if any(c in up for c in "-/*"):
+        raise FieldError(
+            f"{where} — L takes one weekday and no range or step: write e.g. 5L (the "
+            "last Friday of the month), or list several (1L,5L)"
+        )
+
+    def weekday_like(token: str) -> bool:  # so that "JUL" stays a plain bad value
+        return (token.isascii() and token.isdigit()) or token.upper() in field.names
+
+    if up.endswith("L") and weekday_like(term[:-1]):
+        weekday = _value(field, text, term, term[:-1]) % 7
+        terms.last_weekdays.add(weekday)
+        return True
+    if up.startswith("L") and weekday_like(term[1:]):
+        raise FieldError(
+            f"{where} is croniter's spelling — write {term[1:]}L (the L comes after "
+            "the weekday: 5L is the last Friday)"
+        )
+    return False
 
 
 def _value(field: _Field, text: str, term: str, token: str) -> int:
@@ -112,13 +251,16 @@ def _value(field: _Field, text: str, term: str, token: str) -> int:
     return value
 
 
-def _parse_field(field: _Field, text: str) -> set[int]:
+def _parse_field(field: _Field, text: str, terms: _Terms | None = None) -> set[int]:
+    """The plain values of one field; the day fields' calendar terms go into ``terms``."""
     values: set[int] = set()
     for term in text.split(","):
         if term == "":
             raise FieldError(
                 f'{field.name} field "{text}" has an empty list item — remove the extra comma'
             )
+        if terms is not None and _calendar_term(field, text, term, terms):
+            continue
         base, slash, step_text = term.partition("/")
         step = 1
         if slash:
@@ -152,7 +294,11 @@ def _parse_field(field: _Field, text: str) -> set[int]:
                     raise FieldError(
                         f'{field.name} field "{text}": "{base}" is not a range — write a-b'
                     )
-                end = _value(field, text, term, last)
+                # "25-L": to the month's last day — the same as to 31, as a day past the
+                # month's end never matches (croniter's spelling).
+                end = (
+                    31 if field is _DOM and last.upper() == "L" else _value(field, text, term, last)
+                )
                 if end < start:
                     raise FieldError(
                         f'{field.name} range "{term if slash else base}" runs backwards — cron '
@@ -270,6 +416,27 @@ class CronFields:
     False when both are restricted (a day may match either)."""
     texts: tuple[str, str, str, str, str, str]
     """The six field texts as written (macros expanded, ``"0"`` for an absent seconds field)."""
+    calendar: CalendarTerms = dataclass_field(default_factory=CalendarTerms)
+    """The day terms relative to the month (``L``, ``L-3``, ``15W``, ``LW``, ``1#2``,
+    ``5L``), beside the plain values above — which leave them out: ``L`` alone has no plain
+    day-of-month value. A falsy ``CalendarTerms`` when there are none."""
+
+
+_CYCLE_START = 2001
+_CYCLE_YEARS = 28
+"""Every calendar (the weekday of 1 January, leap or not) occurs within 28 consecutive years
+between 1901 and 2099: an expression whose day terms match no day in those years never fires."""
+
+
+def _fires_in_a_cycle(
+    dom: set[int], dow: set[int], terms: CalendarTerms, day_and: bool, months: set[int]
+) -> bool:
+    dom_f, dow_f = frozenset(dom), frozenset(dow)
+    return any(
+        month_days(year, month, dom_f, dow_f, terms, day_and)
+        for year in range(_CYCLE_START, _CYCLE_START + _CYCLE_YEARS)
+        for month in sorted(months)
+    )
 
 
 def parse_fields(expression: str) -> tuple[CronFields, bool]:
@@ -288,22 +455,31 @@ def parse_fields(expression: str) -> tuple[CronFields, bool]:
     seconds = _parse_field(_SECOND, fields[0])
     minutes = _parse_field(_MINUTE, fields[1])
     hours = _parse_field(_HOUR, fields[2])
-    dom = _parse_field(_DOM, fields[3])
+    terms = _Terms()
+    dom = _parse_field(_DOM, fields[3], terms)
     months = _parse_field(_MONTH, fields[4])
     try:
-        dow = {d % 7 for d in _parse_field(_DOW, fields[5])}
+        dow = {d % 7 for d in _parse_field(_DOW, fields[5], terms)}
     except FieldError as exc:
         hint = _year_hint(fields) if has_seconds else ""
         raise FieldError(f"{exc}{hint}") from None
+    calendar_terms = terms.build()
     # Vixie / cronie: a '*'-led day field makes the two day fields AND, else OR.
     day_and = fields[3].startswith("*") or fields[5].startswith("*")
-    if day_and:
+    if day_and and dom and not calendar_terms.day_of_month:
         longest = max(_MAX_DAYS[m - 1] for m in months)
         if min(dom) > longest:
             names = " or ".join(_MONTH_LONG[m - 1] for m in sorted(months))
             raise FieldError(
                 f"day-of-month {min(dom)} never occurs in {names} — the schedule would never fire"
             )
+    if calendar_terms and not _fires_in_a_cycle(dom, dow, calendar_terms, day_and, months):
+        names = " or ".join(_MONTH_LONG[m - 1] for m in sorted(months))
+        raise FieldError(
+            f'day-of-month "{fields[3]}" and day-of-week "{fields[5]}" never name the same day'
+            + ("" if len(months) == 12 else f" of {names}")
+            + " — the schedule would never fire"
+        )
     parsed = CronFields(
         seconds=tuple(sorted(seconds)),
         minutes=tuple(sorted(minutes)),
@@ -313,5 +489,6 @@ def parse_fields(expression: str) -> tuple[CronFields, bool]:
         days_of_week=tuple(sorted(dow)),
         day_and=day_and,
         texts=(fields[0], fields[1], fields[2], fields[3], fields[4], fields[5]),
+        calendar=calendar_terms,
     )
     return parsed, has_seconds

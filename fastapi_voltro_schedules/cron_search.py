@@ -6,17 +6,17 @@ times it finds to UTC instants under the DST rule.
 
 from __future__ import annotations
 
-import calendar
 from bisect import bisect_left, bisect_right
 
+from .cron_days import month_days
 from .cron_fields import CronFields
 
-__all__ = ["Wall", "WallSearch"]
+__all__ = ["SEARCH_YEARS", "Wall", "WallSearch"]
 
 Wall = tuple[int, int, int, int, int, int]
 """A wall-clock time as (year, month, day, hour, minute, second)."""
 
-_SEARCH_YEARS = 100
+SEARCH_YEARS = 100
 """next_occurrence gives up after this many years (parse rejects expressions that never fire;
 the rarest valid ones — 29 February on a given weekday — recur within 28 years)."""
 
@@ -26,6 +26,7 @@ class WallSearch:
     bisect, sets to test; plus a cache of each month's matching days."""
 
     __slots__ = (
+        "_calendar",
         "_day_and",
         "_days_cache",
         "_dom",
@@ -48,26 +49,16 @@ class WallSearch:
         self._dom = frozenset(fields.days_of_month)
         self._dow = frozenset(fields.days_of_week)
         self._day_and = fields.day_and
+        self._calendar = fields.calendar
         self._days_cache: dict[int, tuple[int, ...]] = {}
 
     def _days(self, year: int, month: int) -> tuple[int, ...]:
-        """The matching days of ``year``-``month`` (Vixie day rule), sorted; cached."""
+        """The matching days of ``year``-``month`` (Vixie day rule, calendar terms), sorted;
+        cached."""
         key = year * 12 + month
         days = self._days_cache.get(key)
         if days is None:
-            first_weekday, length = calendar.monthrange(year, month)
-            dom, dow = self._dom, self._dow
-            first_dow = (first_weekday + 1) % 7  # cron: Sunday = 0
-            if self._day_and:
-                days = tuple(
-                    d for d in range(1, length + 1)
-                    if d in dom and (first_dow + d - 1) % 7 in dow
-                )  # fmt: skip
-            else:
-                days = tuple(
-                    d for d in range(1, length + 1)
-                    if d in dom or (first_dow + d - 1) % 7 in dow
-                )  # fmt: skip
+            days = month_days(year, month, self._dom, self._dow, self._calendar, self._day_and)
             if len(self._days_cache) > 4096:
                 self._days_cache.clear()
             self._days_cache[key] = days
@@ -77,7 +68,7 @@ class WallSearch:
         """The first matching wall time at or after the given one (fields may overflow by one:
         second 60, minute 60, hour 24, day past the month's end, month 13 all carry)."""
         months, hours, minutes, seconds = self._months, self._hours, self._minutes, self._seconds
-        limit = y + _SEARCH_YEARS
+        limit = y + SEARCH_YEARS
         while True:
             if mo not in self._month_set:
                 i = bisect_left(months, mo)
@@ -90,7 +81,7 @@ class WallSearch:
                 if y > limit:
                     raise ValueError(
                         f"cron expression {self._expression!r} has no occurrence within "
-                        f"{_SEARCH_YEARS} years"
+                        f"{SEARCH_YEARS} years"
                     )
             days = self._days(y, mo)
             i = bisect_left(days, d)

@@ -1,11 +1,12 @@
 """Definition versions: what each schedule was, and from when (SPEC §7).
 
 Every boot compares each schedule's definition — cron, zone, trigger, overlap, backfill,
-handler, args — with the newest version recorded in ``_voltro_schedule_definitions`` and adds a
-version when it changed, effective from that boot. The versions answer one question for
-catch-up, ``missed`` accounting and the audit: *which slots does a schedule owe?* Each
-version owns the occurrences of its own cron in its own span, ``(effective_from, next
-version's effective_from]``; nothing before the first version is owed. So a cron edited
+handler, args, retries, excluded days — with the newest version recorded in
+``_voltro_schedule_definitions`` and adds a version when it changed, effective from that boot.
+The versions answer one question for catch-up, ``missed`` accounting and the audit: *which
+slots does a schedule owe?* Each version owns the occurrences of its own cron in its own
+span, ``(effective_from, next version's effective_from]``; nothing before the first version
+is owed. So a cron edited
 between deploys (``15 1 * * *`` ran at 01:15, the deploy at 10:00 says ``15 2 * * *``) owes no
 02:15 today: that slot of the new cadence lies before the new version took effect — it is
 neither run again nor recorded ``missed`` (Oban #1156, Dagster #13597, Prefect #18894).
@@ -98,6 +99,7 @@ def definition_record(
         retry_attempts=None if retry is None else retry.attempts,
         retry_backoff_ms=None if retry is None else retry.backoff_ms,
         retry_max_backoff_ms=None if retry is None else retry.max_backoff_ms,
+        exclude=schedule.exclude.to_json() if schedule.exclude else None,
     )
 
 

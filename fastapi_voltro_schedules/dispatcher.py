@@ -36,7 +36,7 @@ from .enums import (
 )
 from .errors import RunNowBusyError, SchedulerShuttingDownError, StoreUnavailableError
 from .fire_requests import Due, FireRequest, Why
-from .ledger import record_missed_many
+from .ledger import excluded_reasons, record_missed_many
 from .logs import logger
 from .planning import plan_fall_behind
 from .store import new_run_id
@@ -434,10 +434,15 @@ class Dispatcher:
         outcome = CoordinationOutcome.SINGLE if single else CoordinationOutcome.WON_LOCK
         fence = self.admitter.fence
         try:
+            # a written-off slot on an excluded day is recorded skipped, with its reason
+            excluded = excluded_reasons(missed)
             if fence is not None and trigger is Trigger.SELF:
                 # cluster: the owner records them, through each schedule's lease fence
                 now = self.clock.now()
-                recorded = {s.name: await fence.record_missed(s, slots, now) for s, slots in missed}
+                recorded = {
+                    s.name: await fence.record_missed(s, slots, now, excluded)
+                    for s, slots in missed
+                }
             else:
                 recorded = await record_missed_many(
                     self.store,
@@ -447,6 +452,7 @@ class Dispatcher:
                     replica_id=self.replica_id,
                     now=self.clock.now(),
                     claim=not single,
+                    excluded=excluded,
                 )
         except StoreUnavailableError as exc:
             logger.warning(

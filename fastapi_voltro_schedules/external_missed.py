@@ -245,7 +245,19 @@ class ExternalMissedWatcher:
 
     async def reconcile(self, schedule: Schedule, slots: list[datetime]) -> None:
         """Record (and under ``record-and-run`` run) the occurrences of ``slots`` nobody
-        claimed. Raises ``StoreUnavailableError``; claims already won stay won."""
+        claimed. Raises ``StoreUnavailableError``; claims already won stay won.
+
+        A slot on one of the schedule's excluded days was not the platform's to trigger: it
+        is recorded ``skipped`` with its reason (claimed, as an arrival would have been), and
+        neither run nor counted missed."""
+        if schedule.exclude is not None:
+            off = [slot for slot in slots if schedule.excluded(slot) is not None]
+            if off:
+                await self._record(schedule, off)  # record_missed_slots writes them skipped
+                off_days = set(off)
+                slots = [slot for slot in slots if slot not in off_days]
+                if not slots:
+                    return
         if schedule.fallback is not None:
             await self._fall_back(schedule, slots)
             return

@@ -18,6 +18,7 @@ from .batching import GroupCommit
 from .clock import Clock, iso_z
 from .enums import CoordinationOutcome, RunStatus, Trigger
 from .errors import StoreUnavailableError
+from .exclusions import EXCLUDED_TAG
 from .logs import logger
 from .models import claim_key
 from .planning import CATCH_UP_CAP, DEAD_AFTER_BEATS, is_live
@@ -137,6 +138,34 @@ def new_row(
     )
 
 
+def excluded_reasons(
+    missed: Sequence[tuple[Schedule, Sequence[datetime]]],
+) -> dict[tuple[str, datetime], str]:
+    """The (name, slot) pairs of ``missed`` on an excluded day, with the reason."""
+    return {
+        (schedule.name, slot): why
+        for schedule, slots in missed
+        if schedule.exclude is not None
+        for slot in slots
+        if (why := schedule.excluded(slot)) is not None
+    }
+
+
+def excluded_row(row: RunRecord, reason: str) -> RunRecord:
+    """``row`` as the record of an excluded slot: ``skipped``, ``error_tag="excluded"`` and
+    the reason (``holiday: Tag der Deutschen Einheit``) — the slot has its row, is never run
+    and never owed as ``missed`` (see :mod:`.exclusions`)."""
+    now = row.fired_at or row.finished_at
+    return replace(
+        row,
+        status=RunStatus.SKIPPED,
+        error_tag=EXCLUDED_TAG,
+        error_message=reason,
+        fired_at=now,
+        finished_at=now,
+    )
+
+
 async def record_missed_slots(
     store: Store,
     schedule: Schedule,
@@ -149,10 +178,18 @@ async def record_missed_slots(
     claim: bool,
 ) -> list[datetime]:
     """Write ``missed`` rows for ``slots`` — with ``claim``, only for the slots this call wins,
-    so every replica that reads a gap records it once between them. Returns the slots
+    so every replica that reads a gap records it once between them (a slot on one of the
+    schedule's excluded days: ``skipped``, see :func:`excluded_row`). Returns the slots
     recorded; raises ``StoreUnavailableError``."""
     recorded = await record_missed_many(
-        store, {schedule.name: slots}, trigger, outcome, replica_id=replica_id, now=now, claim=claim
+        store,
+        {schedule.name: slots},
+        trigger,
+        outcome,
+        replica_id=replica_id,
+        now=now,
+        claim=claim,
+        excluded=excluded_reasons([(schedule, slots)]),
     )
     return recorded.get(schedule.name, [])
 
@@ -166,11 +203,14 @@ async def record_missed_many(
     replica_id: str,
     now: datetime,
     claim: bool,
+    excluded: Mapping[tuple[str, datetime], str] | None = None,
 ) -> dict[str, list[datetime]]:
     """:func:`record_missed_slots` for many schedules at once (name → slots): one claim
     statement per 1,000 keys and one insert for all of them, as a herd's rows are written — a
     boot catching up 10,000 schedules wrote 10,000 transactions one after another, and the
-    live herds queued behind them. Returns each schedule's slots recorded."""
+    live herds queued behind them. Returns each schedule's slots recorded. ``excluded``:
+    the (name, slot) pairs on an excluded day, with the reason — recorded ``skipped``
+    (:func:`excluded_row`), not ``missed``."""
     if claim:
         keys = {
             claim_key(name, slot): (name, slot) for name, slots in missed.items() for slot in slots
@@ -180,9 +220,16 @@ async def record_missed_many(
     else:
         pairs = [(name, slot) for name, slots in missed.items() for slot in slots]
     status = RunStatus.MISSED
-    await store.insert_runs(
-        [new_row(name, s, status, trigger, outcome, now, replica_id) for name, s in pairs]
-    )
+    rows = [new_row(name, s, status, trigger, outcome, now, replica_id) for name, s in pairs]
+    if excluded:
+        # a slot written off on an excluded day is not missed: its row says skipped, and why
+        rows = [
+            excluded_row(replace(r, fired_at=now), why)
+            if (why := excluded.get((r.name, r.scheduled_at))) is not None
+            else r
+            for r in rows
+        ]
+    await store.insert_runs(rows)
     recorded: dict[str, list[datetime]] = {}
     for name, slot in pairs:
         recorded.setdefault(name, []).append(slot)

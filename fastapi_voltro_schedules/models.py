@@ -255,6 +255,9 @@ class ScheduleDefinition(_VoltroModel, table=True):
     """The version's ``RetryPolicy.attempts`` (``NULL``: no retries). Added by migration 0009."""
     retry_backoff_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
     retry_max_backoff_ms: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
+    exclude: str | None = Field(default=None, sa_type=Text, nullable=True)
+    """The days the version does not run (dates, holidays specs) as canonical JSON (``NULL``:
+    none). Added by migration 0011."""
 
 
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]

@@ -440,6 +440,9 @@ class SlotAction(StrEnum):
     """It has an outcome ``reprocess`` leaves alone."""
     IN_PROGRESS = "in-progress"
     """A run of it is ``running`` or ``queued`` now: never a second one beside it."""
+    EXCLUDED = "excluded"
+    """Its day is one of the schedule's excluded days (``exclude=``): a backfill never runs
+    it, whatever ``reprocess`` says (Run now does, on purpose; see :mod:`.exclusions`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,6 +273,9 @@ class DefinitionRecord:
     """The version's retry policy (``None``: no retries; migration 0009)."""
     retry_backoff_ms: int | None = None
     retry_max_backoff_ms: int | None = None
+    exclude: str | None = None
+    """The days the version does not run, as canonical JSON (``None``: none; migration 0011,
+    :meth:`.exclusions.Exclusions.to_json`)."""
 
     def same_definition(self, other: DefinitionRecord) -> bool:
         """Whether ``other`` defines the same slots and work (name, version, instant and
@@ -296,6 +299,8 @@ class DefinitionRecord:
             ""
             if self.retry_attempts is None
             else f"{self.retry_attempts}/{self.retry_backoff_ms}/{self.retry_max_backoff_ms}",
+            # no exclusion reads as the versions written before exclusions existed
+            self.exclude or "",
         )
 
     def row(self) -> dict[str, Any]:
@@ -317,6 +322,7 @@ class DefinitionRecord:
             "retry_attempts": self.retry_attempts,
             "retry_backoff_ms": self.retry_backoff_ms,
             "retry_max_backoff_ms": self.retry_max_backoff_ms,
+            "exclude": self.exclude,
         }
 
     @classmethod

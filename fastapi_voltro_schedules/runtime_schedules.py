@@ -28,6 +28,7 @@ from .cron import CronSpec
 from .definition import DEFAULT_MAX_RUNTIME_MS, NAME_RE, Schedule, define_schedule
 from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
 from .errors import InvalidCronError, InvalidScheduleError, ScheduleDefinitionError, shown
+from .exclusions import ExcludeError, Exclusions, exclusions_from_json, parse_exclude
 from .handlers import NamedHandler
 from .records import DefinitionRecord
 from .retries import RetryPolicy
@@ -147,11 +148,15 @@ def build_runtime_schedule(
     backfill: object = BackfillPolicy.SKIP,
     max_runtime_ms: object = None,
     retry: object = None,
+    exclude: object = None,
 ) -> Schedule:
     """The :class:`Schedule` a ``put_schedule`` call describes, every field checked first:
     :class:`InvalidScheduleError` names the first bad field (``name``, ``cron``,
     ``timezone``, ``handler``, ``args``, ``on_overlap``, ``backfill``, ``max_runtime_ms``,
-    ``retry``). ``retry`` ``None``: the handler's own policy (``define_handler(retry=...)``)."""
+    ``retry``, ``exclude``/``exclude[i]``). ``retry`` ``None``: the handler's own policy
+    (``define_handler(retry=...)``). ``exclude``: what :func:`.exclusions.parse_exclude`
+    reads, as data only (dates, holidays specs or ``holidays`` calendars) — a run-time
+    schedule is rebuilt from its stored version on every replica."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise _refuse(
             name,
@@ -205,6 +210,7 @@ def build_runtime_schedule(
             f"{shown(retry, 60)} is not a RetryPolicy — pass RetryPolicy(attempts=3, "
             "backoff_ms=1000, max_backoff_ms=60000) or omit it",
         )
+    exclusions = runtime_exclude(name, exclude)
     named = handlers[handler]
     schedule = define_schedule(
         name=name,
@@ -216,10 +222,31 @@ def build_runtime_schedule(
         backfill=policy,
         max_runtime_ms=max_runtime_ms,
         retry=retry if retry is not None else named.retry,
+        exclude=exclusions,
     )
     return replace(
         schedule, args=values, source=RUNTIME_SOURCE, handler_ref=named.name, module=named.module
     )
+
+
+def runtime_exclude(name: str, value: object) -> Exclusions | None:
+    """``exclude`` read for a run-time schedule: data only (refused naming the item)."""
+    if isinstance(value, Exclusions):
+        exclusions: Exclusions | None = value
+    else:
+        try:
+            exclusions = parse_exclude(value)
+        except ExcludeError as exc:
+            raise _refuse(name, exc.path, str(exc)) from None
+    if exclusions is not None and not exclusions.storable:
+        raise _refuse(
+            name,
+            "exclude",
+            "a run-time schedule is data, stored and rebuilt on every replica: exclude dates, "
+            'ISO date strings, holidays specs such as {"country": "DE", "subdiv": "BY"} or '
+            "holidays.country_holidays(...) calendars — not a calendar object of your own",
+        )
+    return exclusions
 
 
 def retry_policy(name: str, value: object) -> RetryPolicy | None:
@@ -286,6 +313,7 @@ def schedule_from_record(
         backfill=record.backfill,
         max_runtime_ms=record.max_runtime_ms,
         retry=record_retry(record),
+        exclude=exclusions_from_json(record.exclude),
     )
 
 

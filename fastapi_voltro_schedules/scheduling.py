@@ -452,6 +452,7 @@ class Scheduling:
         backfill: BackfillPolicy | str = BackfillPolicy.SKIP,
         max_runtime_ms: int | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        exclude: object = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` — every replica runs it within
@@ -461,6 +462,9 @@ class Scheduling:
         :data:`~.runtime_schedules.MAX_ARGS_BYTES`) reach each firing as ``ctx.args``.
         ``retry``: a :class:`~.retries.RetryPolicy` (or its wire form ``{"attempts",
         "backoffMs", "maxBackoffMs"}``); ``None``: the handler's own (``define_handler``).
+        ``exclude``: days it does not run — dates or ISO date strings, holidays specs
+        (``{"country": "DE", "subdiv": "BY"}``) or ``holidays`` calendars, or a list of them;
+        an excluded slot is recorded ``skipped`` (see :mod:`.exclusions`).
 
         Refused, writing nothing: :class:`~.errors.InvalidScheduleError` (``.field`` names
         the bad field), :class:`~.errors.DeclaredInCodeError` (a name declared in code)."""
@@ -474,6 +478,7 @@ class Scheduling:
             backfill=backfill,
             max_runtime_ms=max_runtime_ms,
             retry=retry,
+            exclude=exclude,
             by=by,
         )
 

@@ -45,26 +45,6 @@ ERRORS = [
         'e.g. "0 9 * * *"',
     ),
     (
-        "0 0 L * *",
-        'day-of-month field "L" uses "L" (last), a Quartz extension that is not supported — '
-        "list the candidate days explicitly (e.g. 28-31) and check the date in the handler",
-    ),
-    (
-        "0 0 * * 5L",
-        'day-of-week field "5L" uses "L" (last), a Quartz extension that is not supported — '
-        "list the candidate days explicitly (e.g. 28-31) and check the date in the handler",
-    ),
-    (
-        "0 0 15W * *",
-        'day-of-month field "15W" uses "W" (nearest weekday), a Quartz extension that is not '
-        "supported — list the days explicitly",
-    ),
-    (
-        "0 0 * * MON#2",
-        'day-of-week field "MON#2" uses "#" (nth weekday of the month), a Quartz extension that '
-        "is not supported — schedule the weekday and check the date in the handler",
-    ),
-    (
         "0 0 ? * *",
         'day-of-month field "?" uses "?", a Quartz extension that is not supported — '
         "write * instead",

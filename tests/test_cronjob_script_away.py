@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,10 @@ APP = "apps.restart_app:app"
 
 
 @contextmanager
-def app_on(port: int, workdir: Path, name: str) -> Iterator[Server]:
+def app_on(port: int, workdir: Path, name: str, **extra: str) -> Iterator[Server]:
     env = {
         **os.environ,
+        **extra,
         "PYTHONPATH": f"{REPO}:{REPO / 'tests'}",
         "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'voltro.db'}",
         "VOLTRO_SCHEDULE_TRIGGER_TOKEN": TOKEN,
@@ -139,3 +141,24 @@ def test_a_skipped_run_exits_1_as_both_docs_say(tmp_path: Path) -> None:
         assert re.search(r"`skipped`[^.]{0,80}exit 1|`1` when the run[^.]{0,40}`skipped`", text), (
             f"docs/{page} does not say a skipped run exits 1"
         )
+
+
+def test_an_excluded_days_skipped_slot_exits_0(tmp_path: Path) -> None:
+    """Issue 36: the platform's cron has no calendar, so the CronJob fires on a day the
+    schedule excludes; the app records the slot skipped (errorTag excluded) and the Job exits
+    0 — the day was meant off, like a pause, not a failure to alert on."""
+    today = datetime.now(UTC).date()
+    days = ",".join(str(today + timedelta(days=n)) for n in (-1, 0, 1))  # whatever the minute
+    port = free_port()
+    with app_on(port, tmp_path, "dayoff", DAYS_OFF=days):
+        base = f"http://127.0.0.1:{port}"
+        code, out, err = finish(
+            start_script(
+                port,
+                VOLTRO_TRIGGER_URL=f"{base}/_voltro/schedules/dayOff/trigger",
+                VOLTRO_SCHEDULE="dayOff",
+            )
+        )
+    assert code == 0, (out, err)
+    assert '"status":"skipped"' in out and '"errorTag":"excluded"' in out, out
+    assert "a day the schedule excludes, nothing ran" in out

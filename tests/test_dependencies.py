@@ -70,9 +70,9 @@ def _providing(name: str, dists: list[str]) -> str:
 
 
 def test_every_imported_distribution_is_a_runtime_dependency() -> None:
-    # the postgres / mysql / sentry extras, imported lazily; pytest only by the pytest plugin
-    # (testing.py), which only pytest loads
-    optional = {"asyncpg", "asyncmy", "pytest", "sentry-sdk"}
+    # the postgres / mysql / sentry / holidays extras, imported lazily; pytest only by the
+    # pytest plugin (testing.py), which only pytest loads
+    optional = {"asyncpg", "asyncmy", "pytest", "sentry-sdk", "holidays"}
     missing = _imported_distributions() - _runtime_dependencies() - optional
     assert not missing, f"imported but not declared in [project].dependencies: {missing}"
     assert "rich" in _runtime_dependencies()  # cli/backfill.py draws its progress bar with it
@@ -141,6 +141,20 @@ def test_sentry_sdk_is_an_extra_imported_only_by_the_sentry_monitor() -> None:
         if "sentry_sdk" in _imported_modules_of(path)
     }
     assert importers == {"monitors/sentry.py"}  # and there inside functions (test_monitors.py)
+
+
+def test_holidays_is_an_extra_imported_only_when_a_holidays_spec_is_built() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert {_name(r) for r in extras["holidays"]} == {"holidays"}
+    assert "holidays" in {_name(r) for r in extras["dev"]}  # tests/test_exclusions*.py
+    assert "holidays" not in _runtime_dependencies()
+    importers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "holidays" in _imported_modules_of(path)
+    }
+    assert importers == {"exclusions.py"}  # and there inside a function
 
 
 def _imported_modules_of(path: Path) -> set[str]:

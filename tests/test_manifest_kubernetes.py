@@ -14,7 +14,13 @@ import yaml
 from support.servers import REPO
 
 from fastapi_voltro_schedules import OverlapPolicy, ScheduleContext, Scheduling, define_schedule
-from fastapi_voltro_schedules.manifests import ManifestOptions, Provider, render, targets_of
+from fastapi_voltro_schedules.manifests import (
+    ManifestError,
+    ManifestOptions,
+    Provider,
+    render,
+    targets_of,
+)
 from fastapi_voltro_schedules.manifests.check import check_cronjobs, read_manifests
 from fastapi_voltro_schedules.manifests.kubernetes import (
     ANNOTATION_CONCURRENCY_REASON,
@@ -248,6 +254,29 @@ def test_an_untranslatable_cron_is_refused_naming_it(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert 'schedule "oddMondays"' in done.stderr and "robfig" in done.stderr
     assert done.stdout == ""
+
+
+def test_a_calendar_cron_is_refused_naming_the_schedule_and_the_ways_to_keep_it() -> None:
+    """Issue 36: L, W and # exist only in EventBridge's dialect. Every other provider refuses
+    the whole manifest, naming the schedule and offering the in-app and hybrid ways."""
+    scheduling = Scheduling(
+        [
+            define_schedule(name="monthEnd", cron="0 2 L * *", timezone="Europe/Berlin",
+                            trigger="external", handler=_noop),
+            define_schedule(name="secondMonday", cron="0 9 * * MON#2", timezone="UTC",
+                            trigger="external", handler=_noop),
+        ]
+    )  # fmt: skip
+    for provider in (Provider.KUBERNETES, Provider.GCP, Provider.AZURE, Provider.GENERIC):
+        with pytest.raises(ManifestError) as info:
+            render(provider, targets_of(scheduling), OPTIONS)
+        message = str(info.value)
+        assert 'schedule "monthEnd": cron "0 2 L * *" uses a calendar term' in message, provider
+        assert 'schedule "secondMonday": cron "0 9 * * MON#2"' in message, provider
+        assert 'trigger="self"' in message and 'fallback="self"' in message, provider
+    (template,) = render(Provider.AWS, targets_of(scheduling), OPTIONS)
+    assert "cron(0 2 L * ? *)" in template.text
+    assert "cron(0 9 ? * 2#2 *)" in template.text
 
 
 # ------------------------------------------------------------------ --check

@@ -133,7 +133,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0010"
+    assert await current_revision(async_engine) == head_revision() == "0011"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -299,8 +299,9 @@ def test_script_location_and_head() -> None:
         "0008_definition_tombstones.py",
         "0009_run_attempts.py",
         "0010_run_jobs.py",
+        "0011_definition_exclude.py",
     ]
-    assert head_revision() == "0010"
+    assert head_revision() == "0011"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -415,7 +416,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0010 (sqlite)"
+        "_voltro_schedule_leases at 0011 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -450,7 +451,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0010 (postgresql)"
+        "_voltro_schedule_leases at 0011 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -493,7 +494,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0010 (sqlite)" in proc.stdout
+    assert "at 0011 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

@@ -59,7 +59,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0010"
+    assert head == "0011"
     versions = sorted(
         p.name for p in (package_dir / "_alembic" / "versions").glob("00[0-9][0-9]*.py")
     )
@@ -74,6 +74,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "0008_definition_tombstones.py",
         "0009_run_attempts.py",
         "0010_run_jobs.py",
+        "0011_definition_exclude.py",
     ]
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()
@@ -107,7 +108,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0010 (sqlite)"
+        "_voltro_schedule_leases at 0011 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -121,4 +122,4 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "_voltro_schedule_members",
         "_voltro_schedule_leases",
     } <= tables
-    assert version == [("0010",)]
+    assert version == [("0011",)]

@@ -163,6 +163,7 @@ def schedule_view(
         handler=schedule.handler_ref if runtime else None,
         args=dict(schedule.args) if runtime else None,
         retry=RetryView.of(schedule.retry),
+        exclude=schedule.exclude.wire() if schedule.exclude else None,
     )
 
 

@@ -8,6 +8,7 @@ one is an API change.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -267,6 +268,12 @@ class ScheduleView(_Camel):
     retry: RetryView | None = Field(
         default=None, description="How a failed run is retried within its slot (null: not)."
     )
+    exclude: list[Any] | None = Field(
+        default=None,
+        description="The days it does not run (an excluded slot is recorded skipped): ISO "
+        'dates and holidays specs {"country", "subdiv"?, "language"?}, as a PUT takes them; '
+        '"calendar:<class>" for a declared schedule\'s own calendar object. Null: none.',
+    )
 
 
 class VersionView(_Camel):
@@ -289,6 +296,11 @@ class VersionView(_Camel):
         description="A run-time schedule's deletion (a tombstone): nothing is owed from "
         "effectiveFrom on, until it is written again.",
     )
+    exclude: list[Any] | None = Field(
+        default=None,
+        description="The days this version does not run (ISO dates, holidays specs); null: "
+        "none. A changed exclusion is a new version.",
+    )
 
     @classmethod
     def of(cls, record: DefinitionRecord) -> VersionView:
@@ -303,6 +315,7 @@ class VersionView(_Camel):
             effective_from=iso_z(record.effective_from),
             source=record.source,
             deleted=record.deleted,
+            exclude=None if record.exclude is None else json.loads(record.exclude),
         )
 
 
@@ -366,6 +379,11 @@ schedule named ``runs`` (which could never be read back at its own URL)."""
 NAME_PATTERN = f"^(?!{RESERVED_NAME}$){NAME_RE.pattern.removeprefix('^')}"
 """A run-time schedule's name (``definition.NAME_RE``, but the reserved one), as the PUT's path
 parameter says."""
+
+
+MAX_EXCLUDE_ITEMS = 1000
+"""Items a PUT's ``exclude`` may hold (the body's 64 KiB holds them, at their longest); more
+days are a job for a holidays calendar."""
 
 
 class PutScheduleRequest(BaseModel):
@@ -440,6 +458,39 @@ class PutScheduleRequest(BaseModel):
         },
     )
 
+    exclude: Any = Field(
+        default=None,
+        description="Days it does not run — each slot on one is recorded skipped with the "
+        'reason: ISO dates ("2026-12-24") and holidays specs {"country": "DE", "subdiv"?: '
+        '"BY", "language"?: "de"} (the holidays package\'s public holidays).',
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "type": "array",
+                    "maxItems": MAX_EXCLUDE_ITEMS,
+                    "items": {
+                        "anyOf": [
+                            {"type": "string", "format": "date"},
+                            {
+                                "type": "object",
+                                # custom formats: which codes exist is the holidays
+                                # package's to say (a subdivision depends on its country)
+                                "properties": {
+                                    "country": {"type": "string", "format": "holidays-country"},
+                                    "subdiv": {"type": "string", "format": "holidays-subdiv"},
+                                    "language": {"type": "string", "format": "holidays-language"},
+                                },
+                                "required": ["country"],
+                                "additionalProperties": False,
+                            },
+                        ]
+                    },
+                },
+                {"type": "null"},
+            ]
+        },
+    )
+
     @field_validator("max_runtime_ms", mode="before")
     @classmethod
     def _integral(cls, value: Any) -> Any:
@@ -461,7 +512,7 @@ def put_schedule_request(raw: bytes) -> PutScheduleRequest:
         raise InvalidScheduleError(
             f"invalid schedule — {where}: {shown(item['msg'], 200)}{got} — send a JSON object "
             '{"cron", "timezone", "handler", "args"?, "onOverlap"?, "backfill"?, '
-            '"maxRuntimeMs"?, "retry"?}',
+            '"maxRuntimeMs"?, "retry"?, "exclude"?}',
             field=where,
         ) from None
 
@@ -575,6 +626,7 @@ def backfill_request(raw: bytes) -> BackfillRequest:
 
 
 __all__ = [
+    "MAX_EXCLUDE_ITEMS",
     "NAME_PATTERN",
     "RESERVED_NAME",
     "BackfillRequest",

@@ -22,12 +22,14 @@ from ..errors import (
     PayloadTooLargeError,
     ScheduleNotFoundError,
     StoreUnavailableError,
+    shown,
 )
 from .auth import OPERATOR_ERRORS, InspectAuth, OperatorRole, engine_of, scheduling_of
 from .edge import MAX_SCHEDULE_BODY_BYTES
 from .errors import ScheduleBodyRoute, error_responses, read_body
 from .inspect import INSPECT_PREFIX, schedule_view
 from .inspect_models import (
+    MAX_EXCLUDE_ITEMS,
     NAME_PATTERN,
     PutScheduleRequest,
     ScheduleView,
@@ -95,6 +97,7 @@ async def put_schedule(
             backfill=body.backfill,
             max_runtime_ms=body.max_runtime_ms,
             retry=body.retry,
+            exclude=_exclude_items(body.exclude),
             by=role.value,
         )
     except InvalidScheduleError as error:  # the field as the body spells it
@@ -111,6 +114,25 @@ async def put_schedule(
         await scheduling.current_pauses(),
         scheduling.clock.now(),
         newest=newest.get(name),
+    )
+
+
+def _exclude_items(value: object) -> object:
+    """The body's ``exclude``: a list (a bare object or string is refused, naming the field,
+    by ``put_schedule`` — over the wire ``exclude`` is always a list)."""
+    if isinstance(value, list) and len(value) > MAX_EXCLUDE_ITEMS:
+        raise InvalidScheduleError(
+            f"invalid schedule — exclude: {len(value):,} items is over the limit of "
+            f"{MAX_EXCLUDE_ITEMS:,} — name holidays with a calendar "
+            '({"country": "DE"}) rather than day by day',
+            field="exclude",
+        )
+    if value is None or isinstance(value, list):
+        return value
+    raise InvalidScheduleError(
+        f"invalid schedule — exclude: {shown(value, 60)} is not a list — send "
+        '["2026-12-24", {"country": "DE", "subdiv": "BY"}]',
+        field="exclude",
     )
 
 

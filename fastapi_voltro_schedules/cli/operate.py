@@ -34,6 +34,7 @@ from .. import devtokens
 from ..clock import iso_z
 from ..cron import CronSpec
 from ..errors import VoltroError
+from ..exclusions import exclusions_from_json
 from .common import CliError, find_scheduling, schedule_app
 from .output import print_table
 from .retry import DEFAULT_RETRY_FOR, RetryOpt, refused, retry_delays, retrying, unreachable
@@ -382,16 +383,20 @@ def next_command(
 ) -> None:
     """NAME's next occurrences, in its zone and in UTC (DST-shifted ones marked)."""
 
-    async def go() -> tuple[str, str, datetime]:
+    async def go() -> tuple[str, str, datetime, list[Any] | None]:
         async with connect(app, url, token, retry_for) as api:
             body = await api.call("GET", INSPECT)
         for s in body["schedules"]:
             if s["name"] == name:
-                return s["cron"], s["timezone"], datetime.fromisoformat(body["now"])
+                now = datetime.fromisoformat(body["now"])
+                return s["cron"], s["timezone"], now, s.get("exclude")
         raise OperateError(f'no schedule named "{name}"', EXIT_BAD_INPUT)
 
-    cron, zone, now = _run(go())
+    cron, zone, now, exclude = _run(go())
     spec = CronSpec.parse(cron, zone)
+    # the listing's exclude is data (dates, holidays specs); a declared schedule's own
+    # calendar object ("calendar:<class>") is not, and its days are not marked here
+    exclusions = exclusions_from_json(json.dumps(exclude)) if exclude else None
     rows = []
     at = now.astimezone(UTC)
     for _ in range(count):
@@ -402,15 +407,21 @@ def next_command(
                 "utc": iso_z(at),
                 "local": local.isoformat(),
                 "dst": dst_note(spec, at),
+                "excluded": None if exclusions is None else exclusions.reason(local.date()),
             }
         )
     if as_json:
         _print_json({"name": name, "cron": cron, "timezone": zone, "occurrences": rows})
         return
+
+    def note(row: dict[str, Any]) -> str:
+        said = [row["dst"], row["excluded"] and f"skipped — {row['excluded']}"]
+        return "; ".join(str(n) for n in said if n)
+
     print_table(
         f"{name}: {cron} ({zone})",
         (zone, "UTC", "note"),
-        [(str(row["local"]), str(row["utc"]), row["dst"] or "") for row in rows],
+        [(str(row["local"]), str(row["utc"]), note(row)) for row in rows],
     )
 
 

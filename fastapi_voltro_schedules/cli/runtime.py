@@ -65,6 +65,18 @@ def _retry(
     return retry
 
 
+def _holidays(text: str) -> dict[str, str]:
+    """``DE``, ``DE:BY`` or ``DE:BY:de`` as the body's holidays spec (the scheduler checks the
+    country and subdivision, and names the item it refuses)."""
+    parts = text.split(":")
+    if len(parts) > 3 or not all(parts):
+        raise OperateError(
+            f'--holidays "{text}" is not COUNTRY[:SUBDIV[:LANGUAGE]] — e.g. DE, DE:BY or DE:BY:de',
+            EXIT_BAD_INPUT,
+        )
+    return dict(zip(("country", "subdiv", "language"), parts, strict=False))
+
+
 @schedule_app.command("put")
 def put_command(
     name: Annotated[str, typer.Argument(help="The run-time schedule to create or replace.")],
@@ -97,6 +109,21 @@ def put_command(
         int | None,
         typer.Option("--retry-max-ms", help="Cap of the doubling wait (default 60000)."),
     ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            help="A day it does not run (YYYY-MM-DD, repeatable): the slot is recorded skipped.",
+        ),
+    ] = None,
+    holidays: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--holidays",
+            help="Public holidays it does not run on: COUNTRY[:SUBDIV[:LANGUAGE]], e.g. DE:BY "
+            "(repeatable; the holidays package).",
+        ),
+    ] = None,
     app: AppOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -121,6 +148,8 @@ def put_command(
         retry = _retry(retry_attempts, retry_backoff_ms, retry_max_backoff_ms)
         if retry is not None:
             body["retry"] = retry
+        if exclude or holidays:
+            body["exclude"] = [*(exclude or []), *(_holidays(h) for h in holidays or [])]
         async with connect(app, url, token, retry_for) as api:
             return await api.call("PUT", f"{INSPECT}/{quote(name, safe='')}", json=body)
 

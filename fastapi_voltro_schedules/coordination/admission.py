@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ..clock import iso_z
 from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from ..errors import StoreUnavailableError
-from ..ledger import new_row
+from ..ledger import excluded_row, new_row
 from ..logs import logger
 from ..pauses import NO_PAUSES, PauseView
 from ..planning import TurnAction
@@ -145,7 +145,9 @@ class Admitter:
         if self.pauses.holds(schedule.name, slot):
             return Admission(Verdict.PAUSED)
         claim_as = Trigger.EXTERNAL if fallback else trigger
-        if owed or schedule.on_overlap is OverlapPolicy.QUEUE:
+        lined = owed or schedule.on_overlap is OverlapPolicy.QUEUE
+        # an excluded slot never waits in line: it is decided (skipped) at once, below
+        if lined and (schedule.exclude is None or schedule.excluded(slot) is None):
             return await self._join_line(schedule, slot, trigger, claim_as, owed)
         return (await self.admit_many([schedule], [slot], trigger, claim_as)).one()
 
@@ -612,6 +614,7 @@ class Admitter:
         else:
             fired = now
         rows: list[RunRecord] = []
+        excluded_log: list[RunRecord] = []
         holders: dict[str, tuple[Schedule, RunRecord]] = {}
         judged: dict[str, tuple[Schedule, list[RunRecord]]] = {}
         starting, runs, skipped = admitted.starting, admitted.runs, admitted.skipped
@@ -622,6 +625,18 @@ class Admitter:
             if schedule.name in blind:
                 self._hole(schedule, slot, trigger, None if atomic else outcome)
                 continue
+            if schedule.exclude is not None:
+                reason = schedule.excluded(slot)
+                if reason is not None:
+                    # an excluded day: the slot's row says so, once (it won the claim)
+                    row = self.row(
+                        schedule, slot, RunStatus.SKIPPED, trigger, outcome, run_id, fired
+                    )
+                    row = excluded_row(row, reason)
+                    rows.append(row)
+                    skipped.append(row)
+                    excluded_log.append(row)
+                    continue
             if schedule.on_overlap is OverlapPolicy.SKIP:
                 seen = elsewhere.get(schedule.name)
                 # Nothing read for it (no rows, or no cluster to read): only this process's own
@@ -688,6 +703,16 @@ class Admitter:
             return admitted
         for run in admitted.runs:  # the ones written (keep above), not every one built
             self.inflight.add(run)
+        if excluded_log:
+            written_ids = {row.id for row in admitted.skipped}
+            for row in excluded_log:
+                if row.id in written_ids:
+                    logger.info(
+                        "schedule: excluded  name=%s slot=%s reason=%r",
+                        row.name,
+                        iso_z(row.scheduled_at),
+                        row.error_message,
+                    )
         return admitted
 
 

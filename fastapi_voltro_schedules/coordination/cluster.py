@@ -36,8 +36,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
@@ -46,7 +46,7 @@ from ..clock import iso_z
 from ..definitions import NO_VERSIONS, Versions
 from ..enums import CoordinationOutcome, OverlapPolicy, RunStatus, Trigger
 from ..errors import StoreUnavailableError
-from ..ledger import new_row
+from ..ledger import excluded_row, new_row
 from ..logs import logger
 from ..models import claim_key
 from ..planning import BOOT_GRACE, CatchUpPlan, plan_takeover
@@ -183,9 +183,14 @@ class ClusterGate:
         return written
 
     async def record_missed(
-        self, schedule: Schedule, slots: Sequence[datetime], now: datetime
+        self,
+        schedule: Schedule,
+        slots: Sequence[datetime],
+        now: datetime,
+        excluded: Mapping[tuple[str, datetime], str] | None = None,
     ) -> list[datetime]:
-        """Record ``slots`` missed, through the fence, for the slots this replica owns."""
+        """Record ``slots`` missed, through the fence, for the slots this replica owns (those
+        in ``excluded``: ``skipped`` with the reason, see :func:`.ledger.excluded_row`)."""
         mine = [s for s in slots if self._admits(schedule.name, s) is not None]
         rows = [
             new_row(
@@ -199,6 +204,13 @@ class ClusterGate:
             )
             for s in mine
         ]
+        if excluded:
+            rows = [
+                excluded_row(replace(r, fired_at=now), why)
+                if (why := excluded.get((r.name, r.scheduled_at))) is not None
+                else r
+                for r in rows
+            ]
         return [r.scheduled_at for r in await self.insert(rows)]
 
 

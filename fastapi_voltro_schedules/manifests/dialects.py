@@ -13,6 +13,11 @@ their own ways, and an expression copied verbatim can mean something else there:
 * **Azure Functions** (NCRONTAB): seconds first, day-of-week 0–6, and the day fields always AND.
 * **GCP Cloud Scheduler**: unix-cron (Vixie, as ours) — five fields, written canonically.
 
+Calendar terms (``L``, ``15W``, ``1#2``, ``5L``: :mod:`..cron_days`) exist in EventBridge's
+dialect only (Quartz's): :func:`aws_cron` writes the ones AWS documents and means as we do; the
+other dialects have no words for them, and every generator refuses them naming the term and the
+two ways to keep the schedule (in-app, or the hybrid fallback).
+
 So nothing is copied: each generator expands the expression (:meth:`CronSpec.fields`) and
 writes every field out explicitly (lists, ``*`` only where the field is whole, ``0`` for
 Sunday), choosing the form that gives the target's day rule our meaning. What no expression
@@ -89,6 +94,72 @@ def _days(f: CronFields) -> _Days:
     return _Days(rule, f.days_of_month, f.days_of_week)
 
 
+_KEEP_IN_APP = (
+    'keep this schedule in-app with trigger="self", or leave it trigger="external" with '
+    'fallback="self" (the hybrid: with no platform job for it, the app fires each occurrence '
+    "itself once the skew budget has passed)"
+)
+
+
+def _no_calendar_terms(spec: CronSpec, f: CronFields, dialect: str) -> None:
+    """Refuse an expression with calendar terms for a dialect that has none."""
+    if f.calendar:
+        raise UntranslatableCronError(
+            f'cron "{spec.expression}" uses a calendar term (day-of-month "{f.texts[3]}", '
+            f'day-of-week "{f.texts[5]}"): {dialect} cron has no L, W or # — {_KEEP_IN_APP}'
+        )
+
+
+def _aws_calendar_days(spec: CronSpec, f: CronFields) -> tuple[str, str] | None:
+    """EventBridge's (day-of-month, day-of-week) for an expression with calendar terms, or
+    None without them. AWS documents ``L`` and ``nW`` in day-of-month and ``nL`` and ``d#n`` in
+    day-of-week, each the field's only term (Quartz's rule; ``#`` at most once); ``LW`` and
+    ``L-n`` it does not document, and ``nW`` past the 28th reads differently in short months
+    (croniter's clamp here, undocumented there) — those are refused."""
+    terms = f.calendar
+    if not terms:
+        return None
+    why = None
+    if terms.day_of_month and terms.day_of_week:
+        why = "calendar terms in both day fields"
+    elif terms.day_of_month:
+        only_term = not f.days_of_month and f.days_of_week == _ALL_DOW and f.day_and
+        if not only_term:
+            why = f'day-of-month "{f.texts[3]}" beside other days (AWS takes L or nW alone)'
+        elif (
+            terms.last_day_offsets == (0,) and not terms.nearest_weekdays and not terms.last_weekday
+        ):
+            return "L", "?"
+        elif (
+            len(terms.nearest_weekdays) == 1
+            and not terms.last_day_offsets
+            and not terms.last_weekday
+        ):
+            (day,) = terms.nearest_weekdays
+            if day <= 28:
+                return f"{day}W", "?"
+            why = (
+                f"{day}W: in a month without day {day} we read the nearest weekday to the "
+                "month's last day, which EventBridge does not document"
+            )
+        else:
+            why = f'day-of-month "{f.texts[3]}": EventBridge documents L and nW, not LW or L-n'
+    else:
+        only_term = not f.days_of_week and f.days_of_month == _ALL_DOM and f.day_and
+        count = len(terms.nth_weekdays) + len(terms.last_weekdays)
+        if not only_term or count != 1:
+            why = f'day-of-week "{f.texts[5]}" beside other days (AWS takes one nL or d#n alone)'
+        elif terms.nth_weekdays:
+            ((weekday, nth),) = terms.nth_weekdays
+            return "?", f"{weekday + 1}#{nth}"  # AWS: 1 = Sunday
+        else:
+            (weekday,) = terms.last_weekdays
+            return "?", f"{weekday + 1}L"
+    raise UntranslatableCronError(
+        f'cron "{spec.expression}" uses {why}; EventBridge Scheduler cannot say it — {_KEEP_IN_APP}'
+    )
+
+
 def _minute_only(spec: CronSpec, f: CronFields, dialect: str) -> None:
     if f.seconds != (0,):
         raise UntranslatableCronError(
@@ -145,6 +216,7 @@ def kubernetes_cron(spec: CronSpec) -> str:
     """
     f = spec.fields()
     _minute_only(spec, f, "Kubernetes")
+    _no_calendar_terms(spec, f, "Kubernetes (robfig/cron)")
     minute, hour, month = _hm_month(f)
     days = _days(f)
     if days.rule is DayRule.BOTH:
@@ -182,6 +254,9 @@ def aws_cron(spec: CronSpec) -> str:
     minute, hour, month = (_aws_steps(x) for x in _hm_month(f))
     if month.startswith("0/"):
         month = "1/" + month[2:]
+    calendar_days = _aws_calendar_days(spec, f)
+    if calendar_days is not None:
+        return f"cron({minute} {hour} {calendar_days[0]} {month} {calendar_days[1]} *)"
     days = _days(f)
     if days.rule in (DayRule.BOTH, DayRule.EITHER):
         how = "AND" if days.rule is DayRule.BOTH else "OR"
@@ -204,6 +279,7 @@ def ncrontab(spec: CronSpec) -> str:
     """The Azure Functions NCRONTAB expression ``sec min hour day month dow`` (days AND)."""
     f = spec.fields()
     _minute_only(spec, f, "this generator (Azure timers could, but the other platforms not)")
+    _no_calendar_terms(spec, f, "Azure Functions (NCRONTAB)")
     minute, hour, month = _hm_month(f)
     days = _days(f)
     if days.rule is DayRule.EITHER:
@@ -225,6 +301,7 @@ def unix_cron(spec: CronSpec) -> str:
     do."""
     f = spec.fields()
     _minute_only(spec, f, "an external scheduler")
+    _no_calendar_terms(spec, f, "unix (GCP Cloud Scheduler, crontab)")
     minute, hour, month = _hm_month(f)
     days = _days(f)
     if days.rule is DayRule.EVERY_DAY:

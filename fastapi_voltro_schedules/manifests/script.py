@@ -33,7 +33,9 @@ never a second run. While it follows a run, a poll that still fails after those 
 one of ``VOLTRO_RETRIES`` lives (as does a ``503`` of an app shutting down or booting), so a
 rolling restart of the app mid-run is followed through to
 the run's outcome. When it gives up it says why (connection refused, host unknown, no answer)
-and exits 1. A run ends ``succeeded`` → exit 0; ``failed``, ``skipped``, ``missed`` → exit 1.
+and exits 1. A run ends ``succeeded`` → exit 0; ``failed``, ``skipped``, ``missed`` → exit 1 —
+but a slot ``skipped`` because the schedule excludes its day (``errorTag`` ``excluded``: a
+holiday, ``exclude=``) exits 0, like a pause: the day was meant off.
 
 A schedule paused in the app answers ``paused``: the
 script exits 0 (the pause is the operator's decision, not a failure to alert on). The script never prints the token. It avoids ``$$`` and
@@ -107,5 +109,10 @@ while :; do
   sleep "${VOLTRO_POLL_SECONDS:-5}"
 done
 echo "voltro: $VOLTRO_SCHEDULE: $run"
-printf '%s' "$run" | grep -q '"status": *"succeeded"'
+printf '%s' "$run" | grep -q '"status": *"succeeded"' && exit 0
+if printf '%s' "$run" | grep -q '"errorTag": *"excluded"'; then
+  echo "voltro: $VOLTRO_SCHEDULE: a day the schedule excludes, nothing ran"
+  exit 0
+fi
+exit 1
 """

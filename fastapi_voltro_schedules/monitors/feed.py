@@ -26,6 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..clock import iso_z
 from ..enums import RunStatus, Trigger
 from ..errors import ConfigurationError
+from ..exclusions import EXCLUDED_TAG
 from ..logs import logger, run_fields
 from .base import CheckIn, CheckInError, CheckInStatus, Monitor
 
@@ -57,7 +58,9 @@ _OF_STATUS = {
     RunStatus.MISSED: CheckInStatus.MISSED,
 }
 """A terminal row's check-in. ``skipped`` has none: the slot stood down for a run of the same
-schedule still in flight, whose own outcome is the check-in that answers for it."""
+schedule still in flight, whose own outcome is the check-in that answers for it — except a
+slot skipped because its day is excluded (``error_tag="excluded"``), which checks in ``ok``:
+the monitor's cron has no calendar and would otherwise call the holiday missed."""
 
 
 class MonitorFeed:
@@ -211,6 +214,8 @@ class Monitors:
     def recorded(self, outcome: RecordedOutcome) -> None:
         """``outcome``'s terminal row was just committed by this process."""
         status = _OF_STATUS.get(outcome.status)
+        if outcome.status is RunStatus.SKIPPED and outcome.error_tag == EXCLUDED_TAG:
+            status = CheckInStatus.OK
         if status is None:
             return
         feeds = self._feeds_for(outcome.name, outcome.trigger)

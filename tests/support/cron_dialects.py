@@ -8,14 +8,17 @@
   reads it — both passes of a repeated hour, never inside a skipped one.
 * :func:`aws_occurrences` — EventBridge Scheduler: ``min hour dom month dow year`` with ``?``
   in one day field, dow 1–7 from Sunday; a skipped time does not run, a repeated time runs once
-  (AWS's DST statement; we take the first pass).
+  (AWS's DST statement; we take the first pass). Its wildcards ``L`` (the month's last day),
+  ``nW`` (the weekday nearest day n, in the month — Quartz's rule: a Saturday 1st is Monday the
+  3rd, a Sunday on the last day the Friday before), ``nL`` (the last weekday n of the month)
+  and ``d#n`` (the n-th weekday d), each the field's only term, as the AWS reference says.
 * :func:`ncrontab_occurrences` — NCRONTAB: ``sec min hour day month dow``, dow 0–6, the day
   fields AND; DST taken as AWS's rule (Azure does not publish one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -117,15 +120,60 @@ def aws_occurrences(expr: str, tz: str, start: date, end: date) -> list[datetime
         raise DialectError("AWS: exactly one day field must be ?")
     minutes, _ = _field(f[0], 0, 59)
     hours, _ = _field(f[1], 0, 23)
-    dom = set(range(1, 32)) if f[2] == "?" else _field(f[2], 1, 31)[0]
     months, _ = _field(f[3], 1, 12, _MONTHS)
-    dow = set(range(1, 8)) if f[4] == "?" else _field(f[4], 1, 7)[0]
     assert f[5] == "*"
+    dom_ok = _aws_dom(f[2])
+    dow_ok = _aws_dow(f[4])
 
     def day_ok(d: date) -> bool:
-        return d.month in months and d.day in dom and ((d.weekday() + 1) % 7 + 1) in dow
+        return d.month in months and dom_ok(d) and dow_ok(d)
 
     return sorted(_walk(ZoneInfo(tz), start, end, minutes, hours, day_ok, both_passes=False))
+
+
+def _month_length(d: date) -> int:
+    nxt = (d.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return (nxt - timedelta(days=1)).day
+
+
+def _aws_dom(text: str) -> Callable[[date], bool]:
+    if text == "?":
+        return lambda d: True
+    if text == "L":
+        return lambda d: d.day == _month_length(d)
+    if text.endswith("W"):
+        n = int(text[:-1])
+
+        def nearest(d: date) -> bool:
+            target = d.replace(day=n)
+            if target.weekday() == 5:  # Saturday
+                target = target - timedelta(days=1) if n > 1 else target + timedelta(days=2)
+            elif target.weekday() == 6:  # Sunday
+                if n < _month_length(d):
+                    target = target + timedelta(days=1)
+                else:
+                    target = target - timedelta(days=2)
+            return d == target
+
+        return nearest
+    days = _field(text, 1, 31)[0]
+    return lambda d: d.day in days
+
+
+def _aws_dow(text: str) -> Callable[[date], bool]:
+    def aws_day(d: date) -> int:  # 1 = Sunday
+        return (d.weekday() + 1) % 7 + 1
+
+    if text == "?":
+        return lambda d: True
+    if "#" in text:
+        day, nth = (int(x) for x in text.split("#"))
+        return lambda d: aws_day(d) == day and (d.day - 1) // 7 + 1 == nth
+    if text.endswith("L"):
+        day = int(text[:-1])
+        return lambda d: aws_day(d) == day and d.day + 7 > _month_length(d)
+    days = _field(text, 1, 7)[0]
+    return lambda d: aws_day(d) in days
 
 
 def ncrontab_occurrences(expr: str, tz: str, start: date, end: date) -> list[datetime]:

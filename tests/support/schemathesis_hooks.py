@@ -23,3 +23,9 @@ CRON_EXAMPLES = [
 ]
 
 schemathesis.openapi.format("cron", st.sampled_from(CRON_EXAMPLES))
+
+# The PUT body's exclude items name holidays calendars by codes only the holidays package knows
+# (a subdivision is its country's): valid ones, coupled by sampling one country.
+schemathesis.openapi.format("holidays-country", st.just("DE"))
+schemathesis.openapi.format("holidays-subdiv", st.sampled_from(["BY", "BE", "HH", "NW"]))
+schemathesis.openapi.format("holidays-language", st.sampled_from(["de", "en_US"]))
