@@ -10,6 +10,7 @@ import tomllib
 from importlib.metadata import distribution, packages_distributions, version
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fastapi_voltro_schedules.cli import app as cli_app
@@ -70,9 +71,10 @@ def _providing(name: str, dists: list[str]) -> str:
 
 
 def test_every_imported_distribution_is_a_runtime_dependency() -> None:
-    # the postgres / mysql / sentry / holidays extras, imported lazily; pytest only by the
-    # pytest plugin (testing.py), which only pytest loads
-    optional = {"asyncpg", "asyncmy", "pytest", "sentry-sdk", "holidays"}
+    # the postgres / mysql / sentry / holidays extras, imported lazily; the hand-off engines'
+    # extras, each imported by its own module of handoff/ only (the app imports the one it
+    # uses); pytest only by the pytest plugin (testing.py), which only pytest loads
+    optional = {"asyncpg", "asyncmy", "pytest", "sentry-sdk", "holidays"} | set(HANDOFF_EXTRAS)
     missing = _imported_distributions() - _runtime_dependencies() - optional
     assert not missing, f"imported but not declared in [project].dependencies: {missing}"
     assert "rich" in _runtime_dependencies()  # cli/backfill.py draws its progress bar with it
@@ -195,3 +197,32 @@ def test_typer_floor_is_one_that_works_with_the_click_it_resolves() -> None:
     }
     assert tuple(int(x) for x in floors["typer"].split(".")) >= (0, 15, 4)
     assert tuple(int(x) for x in floors["typing-extensions"].split(".")) >= (4, 8)  # fastapi's
+
+
+HANDOFF_EXTRAS = {"arq": "arq", "celery": "celery", "procrastinate": "procrastinate"}
+"""Extra → the distribution it brings, imported by ``handoff/<extra>.py`` alone."""
+
+
+@pytest.mark.parametrize("extra", sorted(HANDOFF_EXTRAS))
+def test_each_handoff_engine_is_an_extra_imported_only_by_its_own_module(extra: str) -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    brought = HANDOFF_EXTRAS[extra]
+    assert brought in {_name(r) for r in extras[extra]}
+    assert brought in {_name(r) for r in extras["dev"]}  # tests/test_handoff_*.py
+    assert brought not in _runtime_dependencies()
+    importers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if brought in _imported_modules_of(path)
+    }
+    assert importers == {f"handoff/{extra}.py"}
+    # and the package itself never loads it: `import fastapi_voltro_schedules` works without
+    import subprocess
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, fastapi_voltro_schedules; "
+         f"print({brought!r} in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "False"
