@@ -172,14 +172,14 @@ class ClusterGate:
         written = await self.leases.insert_fenced(rows, self.replica_id, self.tokens())
         if len(written) < len(rows):
             kept = {r.id for r in written}
-            for row in rows:
-                if row.id not in kept:
-                    logger.warning(
-                        "schedule: lease lost — not firing (fenced)  name=%s slot=%s",
-                        row.name,
-                        iso_z(row.scheduled_at),
-                    )
-                    self.drop(row.name)
+            fenced = [row for row in rows if row.id not in kept]
+            for row in fenced:
+                self.drop(row.name)
+            _tell(
+                logging.WARNING,
+                "lease lost — not firing (fenced)",
+                [f"name={row.name} slot={iso_z(row.scheduled_at)}" for row in fenced],
+            )
         return written
 
     async def record_missed(
