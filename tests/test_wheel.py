@@ -59,7 +59,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0009"
+    assert head == "0010"
     versions = sorted(p.name for p in (package_dir / "_alembic" / "versions").glob("000*.py"))
     assert versions == [
         "0001_ledger_tables.py",
@@ -104,7 +104,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0009 (sqlite)"
+        "_voltro_schedule_leases, _voltro_schedule_state at 0010 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -118,4 +118,4 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "_voltro_schedule_members",
         "_voltro_schedule_leases",
     } <= tables
-    assert version == [("0009",)]
+    assert version == [("0010",)]
