@@ -255,6 +255,12 @@ class ScheduleView(_Camel):
     retry: RetryView | None = Field(
         default=None, description="How a failed run is retried within its slot (null: not)."
     )
+    last_status: str | None = Field(
+        default=None,
+        description="The newest outcome: the status of its finished run with the newest slot "
+        "(succeeded | failed | skipped | missed; null before its first). What the listing's "
+        "`status` filter matches.",
+    )
 
 
 class VersionView(_Camel):
@@ -317,6 +323,12 @@ class ScheduleList(_Camel):
         "since, why, until), or null.",
     )
     schedules: list[ScheduleView]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass it back as `cursor` for the next page; null on the last page. A "
+        "page may hold fewer than `limit` schedules (even none) and still have a next one: "
+        "a filter that matches little examines a bounded number of schedules per page.",
+    )
 
 
 class PauseAllAnswer(_Camel):
@@ -521,6 +533,27 @@ def range_instant(text: str, field: str) -> datetime:
     """A range backfill's ``from``/``to``, like :func:`query_instant` but refused as
     :class:`BackfillRequestError` (422 invalid_backfill)."""
     return _instant(text, field, BackfillRequestError)
+
+
+LISTING_STATUS_PATTERN = "^[, ]*(?:(?:{0})(?: *,[, ]*(?:{0}))*)?[, ]*$".format(
+    "|".join(s.value for s in RunStatus if s.terminal)
+)
+"""One ``status`` value of the schedules listing: outcomes separated by commas, or empty."""
+
+
+def parse_outcomes(values: list[str] | None) -> frozenset[RunStatus] | None:
+    """The schedules listing's ``status``: outcomes only (a schedule's newest finished run)."""
+    wanted = parse_statuses(values)
+    if wanted is None:
+        return None
+    live = [s.value for s in wanted if not s.terminal]
+    if live:
+        allowed = "|".join(s.value for s in RunStatus if s.terminal)
+        raise InvalidQueryError(
+            f"status={live[0]!r} is no outcome: the listing filters by each schedule's newest "
+            f"finished run — use {allowed} (runs in flight: the runs listing's status filter)"
+        )
+    return frozenset(wanted)
 
 
 def parse_statuses(values: list[str] | None) -> list[RunStatus] | None:
