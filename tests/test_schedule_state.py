@@ -146,9 +146,7 @@ async def test_names_in_status_pages_in_name_order_by_prefix(store: SQLStore) ->
         ],
         ME,
     )
-    failed = await store.names_in_status(
-        [RunStatus.FAILED], after=None, prefix="tenant-", limit=4
-    )
+    failed = await store.names_in_status([RunStatus.FAILED], after=None, prefix="tenant-", limit=4)
     assert failed == ["tenant-000", "tenant-003", "tenant-006", "tenant-009"]
     following = await store.names_in_status(
         [RunStatus.FAILED], after=failed[-1], prefix="tenant-", limit=100
