@@ -1,27 +1,34 @@
-"""Which page of schedules the inspect listing shows: paged by name, filtered, flat in size.
+"""Which page of schedules the inspect listing shows: paged, filtered, flat in size.
 
 At 100,000 schedules the listing cannot read every schedule's runs (the whole list was 0.34 s
 and 4.7 MB at 20,000): a page is chosen first, and only its schedules' runs are read.
 
-* **Without a status filter** the page is walked from the schedules themselves, sorted by name
-  (code point order) once per change of the set (:class:`NameIndex`); ``prefix`` is a
-  ``bisect`` range; ``source`` and ``paused`` are looked up per name in memory.
-* **With a status filter** (the schedule's newest outcome, ``_voltro_schedule_state``) the
-  names come from the store in the database's name order, one bounded read at a time, and the
-  other filters are applied to them; a name no schedule holds any more (a deleted run-time
-  one) is passed over.
+Three walks, each in an order that stays put between two requests:
 
-Each page examines a bounded number of candidates (:data:`SCAN_BUDGET` from the state table):
-a filter that matches little answers a short page — possibly empty — with a cursor, so no
-request reads everything. The walk ends when the cursor is ``None``.
+* **No name prefix, no status filter**: the schedules in the order the app lists them (declared
+  ones as declared, then the run-time ones as written) — the order the listing always had. The
+  cursor holds the last name and its position (where to go on if that name was deleted
+  meanwhile).
+* **A name prefix** (no status filter): the names sorted (code point order), the prefix a
+  ``bisect`` range of them (:class:`NameIndex` keeps both orders, rebuilt only when the set
+  changes).
+* **A status filter** (the schedule's newest outcome, ``_voltro_schedule_state``): names from
+  the store in the database's name order, one bounded read at a time; a name no schedule
+  holds any more (a deleted run-time one) is passed over.
 
-The cursor is opaque: ``m`` (memory order) or ``s`` (state order), then the UTF-8 hex of the
-last name examined. Any text of that shape is a position ("after this text"), so a client can
-never make it fail; any other text is refused with 422.
+``source`` and ``paused`` are looked up per name in memory on every walk. A status page
+examines at most :data:`SCAN_BUDGET` state rows: a filter that matches little answers a short
+page — possibly empty — with a cursor, so no request reads everything. The walk ends when the
+cursor is ``None``.
+
+The cursor is opaque: ``m<position>.``, ``p`` or ``s`` (the walk), then the UTF-8 hex of the
+last name examined. Any text of that shape is a position, so a client can never make it fail;
+any other text is refused with 422.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -43,10 +50,10 @@ MAX_PREFIX = 200
 """A schedule name's longest (``definition.NAME_RE``): a longer prefix matches nothing."""
 
 _MAX_NAME_BYTES = 800  # 200 characters of up to 4 UTF-8 bytes
-CURSOR_PATTERN = r"^(?:[ms](?:[0-9a-f]{2}){1,800})?$"
-"""A listing cursor: ``m``/``s`` and the hex UTF-8 of the last name examined (see the module
-docstring). Every text of this shape is a page."""
-MAX_CURSOR_CHARS = 1 + 2 * _MAX_NAME_BYTES
+CURSOR_PATTERN = r"^(?:(?:m[0-9]{1,9}\.|[ps])(?:[0-9a-f]{2}){1,800})?$"
+"""A listing cursor: the walk (``m<position>.``, ``p``, ``s``) and the hex UTF-8 of the last
+name examined (see the module docstring). Every text of this shape is a page."""
+MAX_CURSOR_CHARS = 11 + 2 * _MAX_NAME_BYTES
 _CURSOR_RE = re.compile(CURSOR_PATTERN.replace("^", r"\A").replace("$", r"\Z"))
 FILTER_STATUSES = tuple(s for s in RunStatus if s.terminal)
 """What ``status`` may name: an outcome (a schedule's newest terminal run)."""
@@ -64,10 +71,23 @@ class ListingFilter:
     """``code`` | ``runtime``."""
 
 
+class Walk(enum.Enum):
+    """Which order a page walks (and its cursor names)."""
+
+    LISTED = "m"
+    """The app's own order of its schedules."""
+    SORTED = "p"
+    """Names in code point order (a prefix search)."""
+    STATE = "s"
+    """The state table's name order (a status filter)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Cursor:
     after: str
-    by_state: bool
+    walk: Walk
+    position: int = 0
+    """``Walk.LISTED``: where ``after`` stood (the next page starts after it if it is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +96,9 @@ class Page:
     next_cursor: str | None
 
 
-def encode_cursor(after: str, *, by_state: bool) -> str:
-    return ("s" if by_state else "m") + after.encode("utf-8", "surrogatepass").hex()
+def encode_cursor(after: str, walk: Walk, position: int = 0) -> str:
+    head = f"m{position}." if walk is Walk.LISTED else walk.value
+    return head + after.encode("utf-8", "surrogatepass").hex()
 
 
 def decode_cursor(text: str) -> Cursor | None:
@@ -90,53 +111,75 @@ def decode_cursor(text: str) -> Cursor | None:
             "cursor is not a cursor of the schedules listing — pass the nextCursor of the "
             "previous page unchanged, or omit it for the first page"
         )
+    head, dot, tail = text.partition(".")
+    if not dot:
+        head, tail = text[0], text[1:]
     # any bytes are a position: text that is no name sorts where it sorts
-    after = bytes.fromhex(text[1:]).decode("utf-8", "replace")
-    return Cursor(after=after, by_state=text[0] == "s")
+    after = bytes.fromhex(tail).decode("utf-8", "replace")
+    walk = Walk(head[0])
+    return Cursor(after=after, walk=walk, position=int(head[1:]) if walk is Walk.LISTED else 0)
 
 
 class NameIndex:
-    """The schedules sorted by name, rebuilt only when ``stamp`` changes (the set's identity,
-    size and change count): a sort of 100,000 names is ~50 ms, a page is a ``bisect``."""
+    """The schedules by name, in their listed order and sorted, rebuilt only when ``stamp``
+    changes (the set's identity, size and change count): a sort of 100,000 names is ~50 ms,
+    a page a ``bisect``."""
 
     def __init__(self) -> None:
         self._stamp: object = None
-        self.names: list[str] = []
+        self.listed: list[str] = []
+        self.sorted: list[str] = []
+        self.position: dict[str, int] = {}
         self.by_name: dict[str, Schedule] = {}
 
     def refresh(self, schedules: Sequence[Schedule], stamp: object) -> None:
-        if stamp == self._stamp and self.names:
+        if stamp == self._stamp and self.by_name:
             return
         self.by_name = {s.name: s for s in schedules}
-        self.names = sorted(self.by_name)
+        self.listed = list(self.by_name)
+        self.position = {name: i for i, name in enumerate(self.listed)}
+        self.sorted = sorted(self.listed)
         self._stamp = stamp
 
 
-def walk(
+def walk_listed(
     names: Sequence[str],
-    after: str | None,
-    prefix: str | None,
+    start: int,
     accept: Callable[[str], bool],
     limit: int,
 ) -> Page:
-    """Up to ``limit`` accepted names of the sorted ``names``, after ``after``, starting with
-    ``prefix`` (pure: the page of the memory order)."""
-    lo, hi = 0, len(names)
-    if prefix:
-        lo = bisect_left(names, prefix)
-        hi = bisect_right(names, prefix + "\U0010ffff", lo)  # the last code point
+    """Up to ``limit`` accepted names of ``names`` from index ``start`` on (pure)."""
+    page: list[str] = []
+    i, end = max(start, 0), len(names)
+    while i < end and len(page) < limit:
+        if accept(names[i]):
+            page.append(names[i])
+        i += 1
+    # more names remain: a cursor, even if none of them is accepted (the next page is then
+    # empty and ends the walk) — a page never looks further than it has to
+    return Page(page, encode_cursor(names[i - 1], Walk.LISTED, i - 1) if i < end else None)
+
+
+def walk_sorted(
+    names: Sequence[str],
+    after: str | None,
+    prefix: str,
+    accept: Callable[[str], bool],
+    limit: int,
+) -> Page:
+    """Up to ``limit`` accepted names of the sorted ``names`` starting with ``prefix``, after
+    ``after`` (pure)."""
+    lo = bisect_left(names, prefix)
+    hi = bisect_right(names, prefix + "\U0010ffff", lo)  # the last code point
     if after is not None:
         lo = max(lo, bisect_right(names, after))
     page: list[str] = []
     i = lo
     while i < hi and len(page) < limit:
-        name = names[i]
-        if accept(name):
-            page.append(name)
+        if accept(names[i]):
+            page.append(names[i])
         i += 1
-    # more names remain in range: a cursor, even if none of them is accepted (the next page
-    # is then empty and ends the walk) — a page never looks further than it has to
-    return Page(page, encode_cursor(names[i - 1], by_state=False) if i < hi else None)
+    return Page(page, encode_cursor(names[i - 1], Walk.SORTED) if i < hi else None)
 
 
 async def select_page(
@@ -162,11 +205,17 @@ async def select_page(
         return filters.paused is None or is_paused(name) is filters.paused
 
     if not filters.statuses:
-        after = cursor.after if cursor is not None and not cursor.by_state else None
-        return walk(index.names, after, prefix, accept, limit)
+        if prefix is not None:
+            after = cursor.after if cursor is not None and cursor.walk is Walk.SORTED else None
+            return walk_sorted(index.sorted, after, prefix, accept, limit)
+        start = 0
+        if cursor is not None and cursor.walk is Walk.LISTED:
+            at = index.position.get(cursor.after)
+            start = (at if at is not None else cursor.position) + 1
+        return walk_listed(index.listed, start, accept, limit)
     if store is None:
         return Page([], None)  # no ledger: no schedule has an outcome
-    after = cursor.after if cursor is not None and cursor.by_state else None
+    after = cursor.after if cursor is not None and cursor.walk is Walk.STATE else None
     page: list[str] = []
     scanned = 0
     chunk = max(limit, 200)
@@ -181,12 +230,12 @@ async def select_page(
                 page.append(name)
                 if len(page) == limit:
                     # more may follow: the next page says (an empty last page at worst)
-                    return Page(page, encode_cursor(name, by_state=True))
+                    return Page(page, encode_cursor(name, Walk.STATE))
         scanned += len(names)
         if len(names) < want:
             return Page(page, None)  # the state table has no more
     assert after is not None
-    return Page(page, encode_cursor(after, by_state=True))  # budget spent: a short page
+    return Page(page, encode_cursor(after, Walk.STATE))  # budget spent: a short page
 
 
 __all__ = [
@@ -198,8 +247,10 @@ __all__ = [
     "ListingFilter",
     "NameIndex",
     "Page",
+    "Walk",
     "decode_cursor",
     "encode_cursor",
     "select_page",
-    "walk",
+    "walk_listed",
+    "walk_sorted",
 ]

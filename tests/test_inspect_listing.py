@@ -31,7 +31,7 @@ from fastapi_voltro_schedules import (
 )
 from fastapi_voltro_schedules.cli import app as cli_app
 from fastapi_voltro_schedules.clock import iso_z
-from fastapi_voltro_schedules.listing import NameIndex, encode_cursor, walk
+from fastapi_voltro_schedules.listing import NameIndex, Walk, encode_cursor, walk_sorted
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -207,26 +207,38 @@ async def test_any_cursor_of_the_shape_is_a_position(sqlite_url: str) -> None:
     past every schedule) is still a place to start: never a 500."""
     scheduling = scheduling_on(sqlite_url, ManualClock(T0))
     async with served(scheduling) as http:
-        for cursor in ("mff", "sfffe", encode_cursor("zzz", by_state=False), "m" + "7a" * 800):
-            body = await page(http, cursor=cursor, status="failed" if cursor[0] == "s" else [])
-            assert body["schedules"] == [] and body["nextCursor"] is None
-        after = await page(http, cursor=encode_cursor("billing.daily", by_state=False))
+        for cursor, params in (
+            ("pff", {"prefix": "billing"}),
+            ("sfffe", {"status": "failed"}),
+            ("m999999999.7a7a7a", {}),  # a name gone, past the end
+            ("p" + "7a" * 800, {"prefix": "b"}),
+        ):
+            body = await page(http, cursor=cursor, **params)
+            assert body["schedules"] == [] and body["nextCursor"] is None, cursor
+        after = await page(http, cursor=encode_cursor("billing.daily", Walk.LISTED, 0))
         assert [s["name"] for s in after["schedules"]] == ["billing.hourly"]
+        # the name at the cursor is gone: the walk goes on from where it stood
+        gone = await page(http, cursor=encode_cursor("billing.aaa", Walk.LISTED, 0))
+        assert [s["name"] for s in gone["schedules"]] == ["billing.hourly"]
+        # a cursor of another walk (the filters changed) starts that walk over
+        other = await page(http, cursor=encode_cursor("zzz", Walk.SORTED))
+        assert [s["name"] for s in other["schedules"]] == ["billing.daily", "billing.hourly"]
 
 
-def test_walk_is_a_bisect_and_a_bounded_look() -> None:
-    names = sorted(f"n{i:05d}" for i in range(100_000))
+def test_the_prefix_walk_is_a_bisect() -> None:
+    listed = [f"n{i:05d}" for i in reversed(range(100_000))]
     index = NameIndex()
 
     class S:
         def __init__(self, name: str) -> None:
             self.name = name
 
-    index.refresh([S(n) for n in names], stamp=1)  # type: ignore[misc]
-    assert index.names == names
-    got = walk(names, None, "n0999", lambda n: True, 3)
+    index.refresh([S(n) for n in listed], stamp=1)  # type: ignore[misc]
+    assert index.listed == listed and index.sorted == sorted(listed)
+    names = index.sorted
+    got = walk_sorted(names, None, "n0999", lambda n: True, 3)
     assert got.names == ["n09990", "n09991", "n09992"]
-    rest = walk(names, "n09997", "n0999", lambda n: True, 10)
+    rest = walk_sorted(names, "n09997", "n0999", lambda n: True, 10)
     assert rest.names == ["n09998", "n09999"] and rest.next_cursor is None
     # a filter that holds nothing in range answers an empty page and ends the walk
-    assert walk(names, None, "n0999", lambda n: False, 10).names == []
+    assert walk_sorted(names, None, "n0999", lambda n: False, 10).names == []
