@@ -103,7 +103,9 @@ class ScheduleRun(_VoltroModel, table=True):
     __table_args__ = (
         # "last run of a schedule" and "queued rows of a schedule by scheduled_at"
         Index("ix_voltro_runs_name_scheduled", "name", "scheduled_at"),
-        Index("ix_voltro_runs_name_status_scheduled", "name", "status", "scheduled_at"),
+        # (id since migration 0010: the runs list of one schedule in one status, newest first,
+        # is read in the index's order — without it SQLite preferred the status index below)
+        Index("ix_voltro_runs_name_status_scheduled", "name", "status", "scheduled_at", "id"),
         # the retention sweep walks finished rows by age
         Index("ix_voltro_runs_finished", "finished_at"),
         # the runs list of every schedule, newest first (migration 0003): without it the

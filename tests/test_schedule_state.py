@@ -220,3 +220,42 @@ async def test_the_runs_listing_by_status_is_an_index_read(postgres_url: str) ->
                 got = [(r.scheduled_at, r.id) for r in rows]
                 assert got == sorted(got, reverse=True)
                 assert got and len(got) <= 101
+
+
+async def test_sqlite_plans_read_the_index_each_statement_is_for(sqlite_url: str) -> None:
+    """SQLite plans without statistics: the status index must not steal the hot statements
+    from the indexes they were written for (EXPLAIN QUERY PLAN)."""
+    from fastapi_voltro_schedules.models import bind_utc
+
+    async def plan(conn: Any, stmt: Any, params: tuple[Any, ...] | None = None) -> str:
+        if params is None:
+            compiled = stmt.compile(
+                dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
+            )
+            values = compiled.construct_params()
+            params = tuple(
+                bind_utc(v, "sqlite") if isinstance(v, datetime) else v
+                for v in (values[k] for k in compiled.positiontup or ())
+            )
+            sql = compiled.string
+        else:
+            sql = stmt.text.replace(":state_ids", "?")
+        rows = await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)
+        return " | ".join(str(r[3]) for r in rows)
+
+    async with open_store(sqlite_url) as store:
+        async with store.engine.connect() as conn:
+            sweep = await plan(conn, q.bounded_delete(runs_table.name, T0, 1000))
+            assert "ix_voltro_runs_finished (finished_at<?)" in sweep, sweep
+            assert "ix_voltro_runs_status_scheduled" not in sweep, sweep
+            noted = await plan(conn, q.note_runs("sqlite"), ('["a"]',))
+            assert "SEARCH r USING INDEX sqlite_autoindex" in noted, noted
+            assert "status_scheduled" not in noted, noted
+            one = await plan(conn, q.list_runs("job", 101, T0, "sr_0", [RunStatus.FAILED]))
+            assert "ix_voltro_runs_name_status_scheduled (name=? AND status=?" in one, one
+            assert "TEMP B-TREE" not in one, one
+            every = await plan(conn, q.list_runs(None, 101, None, None, [RunStatus.FAILED]))
+            assert "ix_voltro_runs_status_scheduled (status=?)" in every, every
+            assert "TEMP B-TREE" not in every, every
+            silent = await plan(conn, q.silent_runs(["job"], [RunStatus.RUNNING], T0, "sqlite"))
+            assert "ix_voltro_runs_name_status_scheduled (name=? AND status=?)" in silent, silent

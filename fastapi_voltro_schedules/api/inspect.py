@@ -211,6 +211,10 @@ def schedule_view(
         pause = None
     if pause is not None:
         next_firing = None  # nothing fires until resumed
+    last_view = None if previous is None else InspectRunView.of(previous)
+    # most schedules' newest run is their newest clock-driven one: one view for both
+    same = newest is not None and previous is not None and newest.id == previous.id
+    newest_view = last_view if same else None if newest is None else InspectRunView.of(newest)
     return ScheduleView(
         name=schedule.name,
         cron=schedule.cron,
@@ -221,8 +225,8 @@ def schedule_view(
         max_runtime_ms=schedule.max_runtime_ms,
         description=schedule.description,
         next_firing=None if next_firing is None else iso_z(next_firing),
-        last_run=None if previous is None else InspectRunView.of(previous),
-        newest_run=None if newest is None else InspectRunView.of(newest),
+        last_run=last_view,
+        newest_run=newest_view,
         paused=pause is not None,
         pause=None if pause is None else PauseView.of(pause),
         source=schedule.source,

@@ -81,7 +81,8 @@ def _runs_page(
     before_id: str | None,
 ) -> Select[Any]:
     c = runs_table.c
-    stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
+    order = [c.scheduled_at.desc(), c.id.desc()]
+    stmt = select_runs().order_by(*order).limit(limit)
     if name is None:
         index = BY_TIME_INDEX if status is None else BY_STATUS_INDEX
     else:

@@ -86,16 +86,20 @@ def note_runs(dialect_name: str) -> TextClause:
             "ORDER BY name, scheduled_at DESC, id DESC"
         )
     elif family == "sqlite":
+        # CROSS JOIN: SQLite keeps the ids outside, so each is a primary-key probe — left to
+        # itself (no statistics) it read every terminal row through the status index
         select_sql = (
-            f"SELECT {_RUN_SOURCE} FROM {runs} "
-            "WHERE id IN (SELECT value FROM json_each(:state_ids)) "
-            f"AND status IN ({_TERMINAL}) ORDER BY name, scheduled_at, id"
+            "SELECT r.name, r.id, r.scheduled_at, r.finished_at, r.status "
+            f"FROM json_each(:state_ids) AS j CROSS JOIN {runs} AS r "
+            f"WHERE r.id = j.value AND r.status IN ({_TERMINAL}) "
+            "ORDER BY r.name, r.scheduled_at, r.id"
         )
     elif family == "mysql":
         select_sql = (
             "SELECT r.name, r.id, r.scheduled_at, r.finished_at, r.status "
             "FROM JSON_TABLE(:state_ids, '$[*]' COLUMNS (id VARCHAR(40) PATH '$')) AS j "
-            f"JOIN {runs} AS r ON r.id = j.id WHERE r.status IN ({_TERMINAL}) "
+            f"JOIN {runs} AS r FORCE INDEX (PRIMARY) ON r.id = j.id "
+            f"WHERE r.status IN ({_TERMINAL}) "
             "ORDER BY r.name, r.scheduled_at, r.id"
         )
     else:
