@@ -44,7 +44,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from fastapi_voltro_schedules.listing import encode_cursor
+from fastapi_voltro_schedules.listing import Walk, encode_cursor
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import CLAIMS_TABLE, RUNS_TABLE, STATE_TABLE, runs_table
 
@@ -59,6 +59,11 @@ CHUNK = 1_000_000
 
 def _name(i: int) -> str:
     return f"tenant-{i:06d}"
+
+
+def _listed_cursor(i: int) -> str:
+    """The cursor of the page after schedule ``i`` (the app lists them in order)."""
+    return encode_cursor(_name(i), Walk.LISTED, i)
 
 
 def _fill_statement(schedules: int, start: int, stop: int) -> str:
@@ -145,7 +150,8 @@ def served(url: str, schedules: int, log: Path) -> Iterator[tuple[str, float]]:
         try:
             for _ in range(3000):
                 if proc.poll() is not None:
-                    raise RuntimeError(f"the app exited ({proc.returncode}): see {log}")
+                    tail = log.read_text()[-3000:]
+                    raise RuntimeError(f"the app exited ({proc.returncode}):\n{tail}")
                 try:
                     if httpx.get(base + "/_voltro/health/ready", timeout=2).status_code == 200:
                         break
@@ -245,7 +251,7 @@ async def main(argv: list[str] | None = None) -> None:
     scenarios: dict[str, Callable[[], str]] = {
         "listing: first page (limit=100)": lambda: f"{LIST}?limit=100",
         "listing: a page at a random cursor": lambda: (
-            f"{LIST}?limit=100&cursor={encode_cursor(_name(rand.randrange(n)), by_state=False)}"
+            f"{LIST}?limit=100&cursor={_listed_cursor(rand.randrange(n))}"
         ),
         "listing: status=failed, one page": lambda: f"{LIST}?limit=100&status=failed",
         "listing: prefix (100 names)": lambda: (
