@@ -235,6 +235,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--reuse", action="store_true", help="keep a ledger of --rows rows")
     parser.add_argument("--dashboard", action="store_true", help="also time the dashboard")
+    parser.add_argument("--limit", type=int, default=100, help="schedules / runs per page")
     parser.add_argument("--fill-only", action="store_true", help="fill the ledger and stop")
     args = parser.parse_args(argv)
     n = args.schedules
@@ -248,19 +249,20 @@ async def main(argv: list[str] | None = None) -> None:
     if args.fill_only:
         return
     rand = random.Random(35)
+    lim = args.limit
     scenarios: dict[str, Callable[[], str]] = {
-        "listing: first page (limit=100)": lambda: f"{LIST}?limit=100",
+        f"listing: first page (limit={lim})": lambda: f"{LIST}?limit={lim}",
         "listing: a page at a random cursor": lambda: (
-            f"{LIST}?limit=100&cursor={_listed_cursor(rand.randrange(n))}"
+            f"{LIST}?limit={lim}&cursor={_listed_cursor(rand.randrange(n))}"
         ),
-        "listing: status=failed, one page": lambda: f"{LIST}?limit=100&status=failed",
-        "listing: prefix (100 names)": lambda: (
-            f"{LIST}?limit=100&prefix=tenant-{rand.randrange(n // 100):04d}"
+        "listing: status=failed, one page": lambda: f"{LIST}?limit={lim}&status=failed",
+        "listing: prefix (~100 names)": lambda: (
+            f"{LIST}?limit={lim}&prefix=tenant-{rand.randrange(n // 100):04d}"
         ),
-        "runs of one schedule (limit=100)": lambda: (
-            f"{LIST}/runs?name={_name(rand.randrange(n))}&limit=100"
+        f"runs of one schedule (limit={lim})": lambda: (
+            f"{LIST}/runs?name={_name(rand.randrange(n))}&limit={lim}"
         ),
-        "runs?status=failed, no name": lambda: f"{LIST}/runs?status=failed&limit=100",
+        "runs?status=failed, no name": lambda: f"{LIST}/runs?status=failed&limit={lim}",
     }
     with (
         tempfile.TemporaryDirectory() as tmp,
