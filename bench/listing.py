@@ -6,8 +6,8 @@
 1. Fills ``_voltro_schedule_runs`` at URL with ``--rows`` rows generated in the database
    (``INSERT … SELECT FROM generate_series``, in chunks of 1 M, the secondary indexes dropped
    during the load and built after it, then ``ANALYZE``): ``--schedules`` schedules
-   ``tenant-000000`` …, one row a minute each, round-robin (so each has rows ÷ schedules
-   rows), about 2 % ``failed``, 1 % ``skipped``, the rest ``succeeded``. Then fills
+   ``tenant-000000`` …, one row a minute each from a week ago, round-robin (so each has
+   rows ÷ schedules rows), about 2 % ``failed``, 1 % ``skipped``, the rest ``succeeded``. Then fills
    ``_voltro_schedule_state`` with migration 0010's own statement, and times it (what that
    migration costs on such a ledger). ``--reuse`` keeps a ledger of the same size from a
    previous run.
@@ -55,6 +55,10 @@ REPO = Path(__file__).resolve().parent.parent
 TOKEN = "bench-listing-token"
 LIST = "/_voltro/inspect/schedules"
 CHUNK = 1_000_000
+BASE = "(date_trunc('minute', now()) - interval '7 days')"
+"""Where the generated slots start: recent enough that the app's retention sweep (30 days by
+default) leaves the ledger alone while the figures are taken (a ledger dated months back was
+being deleted under the first measurements)."""
 
 
 def _name(i: int) -> str:
@@ -72,10 +76,9 @@ def _fill_statement(schedules: int, start: int, stop: int) -> str:
         '"trigger", coordination_outcome, replica_id) '
         "SELECT 'sr_' || lpad(to_hex(i), 32, '0'), "
         f"'tenant-' || lpad((i % {schedules})::text, 6, '0'), "
-        f"timestamptz '2026-06-01' + (i / {schedules}) * interval '1 minute', "
-        f"timestamptz '2026-06-01' + (i / {schedules}) * interval '1 minute', "
-        f"timestamptz '2026-06-01' + (i / {schedules}) * interval '1 minute' "
-        "+ interval '20 milliseconds', "
+        f"{BASE} + (i / {schedules}) * interval '1 minute', "
+        f"{BASE} + (i / {schedules}) * interval '1 minute', "
+        f"{BASE} + (i / {schedules}) * interval '1 minute' + interval '20 milliseconds', "
         "CASE WHEN i % 53 = 0 THEN 'failed' WHEN i % 97 = 0 THEN 'skipped' "
         "ELSE 'succeeded' END, 'self', 'wonLock', 'bench-replica' "
         f"FROM generate_series({start}, {stop - 1}) AS i"
