@@ -260,7 +260,7 @@ async def main(argv: list[str] | None = None) -> None:
         ),
         "listing: status=failed, one page": lambda: f"{LIST}?limit={lim}&status=failed",
         "listing: prefix (~100 names)": lambda: (
-            f"{LIST}?limit={lim}&prefix=tenant-{rand.randrange(n // 100):04d}"
+            f"{LIST}?limit={lim}&prefix=tenant-{rand.randrange(max(n // 100, 1)):04d}"
         ),
         f"runs of one schedule (limit={lim})": lambda: (
             f"{LIST}/runs?name={_name(rand.randrange(n))}&limit={lim}"
