@@ -42,7 +42,7 @@ from sqlalchemy.pool import NullPool
 
 from fastapi_voltro_schedules.enums import RunStatus, Trigger
 from fastapi_voltro_schedules.migrations import upgrade_to_head
-from fastapi_voltro_schedules.models import CLAIMS_TABLE, RUNS_TABLE
+from fastapi_voltro_schedules.models import CLAIMS_TABLE, RUNS_TABLE, STATE_TABLE
 from fastapi_voltro_schedules.store import RunRecord, Store, create_store, new_run_ids
 
 BASE = datetime(2026, 6, 1, tzinfo=UTC)
@@ -134,6 +134,7 @@ async def fill_ledger(engine: AsyncEngine, rows: int, *, analyze: bool = True) -
     async with engine.begin() as conn:
         await conn.execute(text(f"DELETE FROM {RUNS_TABLE}"))
         await conn.execute(text(f"DELETE FROM {CLAIMS_TABLE}"))
+        await conn.execute(text(f"DELETE FROM {STATE_TABLE}"))
         if rows:
             for sql in _fill_sql(dialect, rows):
                 await conn.exec_driver_sql(sql)

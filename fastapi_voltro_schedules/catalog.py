@@ -166,6 +166,9 @@ class Catalog:
         each other — ten thousand tenants are written in parallel, not one at a time."""
         self._runtime = {s.name: s for s in listing if s.source == RUNTIME_SOURCE}
         """The run-time part of :attr:`listing`, by name (what :meth:`runs` answers in O(1))."""
+        self.changes = 0
+        """How many times :attr:`listing` changed (the inspect listing's sorted copy is
+        rebuilt when it moves, see :mod:`.listing`)."""
         # cdc: a peer's write arrives as a NOTIFY on the engine's listening session
         engine.definition_written = lambda _name: self.poke()
 
@@ -351,6 +354,7 @@ class Catalog:
                 self.listing[:] = [s for s in self.listing if s.name != record.name]
             self.listing.append(change.schedule)  # a new one: O(1), the common write
             self._runtime[record.name] = change.schedule
+        self.changes += 1
         return True
 
     async def _carry_out(self, record: DefinitionRecord) -> bool:

@@ -46,6 +46,7 @@ from .models import (
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
+    STATE_TABLE,
     UTCDateTime,
     voltro_metadata,
 )
@@ -85,6 +86,7 @@ VOLTRO_TABLES: frozenset[str] = frozenset(
         DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,
+        STATE_TABLE,
     }
 )
 """The only tables our migrations create, compare or drop."""

@@ -348,6 +348,28 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class OutcomeRecord:
+    """A schedule's newest outcome (``_voltro_schedule_state``): its terminal run with the
+    newest ``scheduled_at`` (then the newest id), kept current as runs finish."""
+
+    name: str
+    run_id: str
+    scheduled_at: datetime
+    finished_at: datetime | None
+    status: RunStatus
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> OutcomeRecord:
+        return cls(
+            name=row["name"],
+            run_id=row["last_run_id"],
+            scheduled_at=row["last_scheduled_at"],
+            finished_at=row["last_finished_at"],
+            status=RunStatus(row["last_status"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRecord:
     """One row of ``_voltro_schedule_claims`` read back: a slot's claim, who holds it, since
     when (that replica's clock)."""

@@ -57,6 +57,7 @@ from .external_missed import watch_external_missed
 from .fire_requests import FireRequest, Why
 from .handlers import NamedHandler, check_unique_handlers
 from .leadership import Leadership
+from .listing import Cursor, ListingFilter, NameIndex, select_page
 from .logs import ensure_visible, logger
 from .metrics import SchedulerMetrics, default_metrics
 from .monitors import Monitor
@@ -139,6 +140,8 @@ class Scheduling:
         """The route tokens, parsed and checked at boot (:func:`load_tokens`)."""
         self._running = False
         self._leadership: Leadership | None = None
+        self._names = NameIndex()
+        """The schedules sorted by name, for the listing's pages (:mod:`.listing`)."""
         wiring.register(self)  # so schedules_router's lifespan can find a module-level one
 
     @classmethod
@@ -172,7 +175,27 @@ class Scheduling:
         return self._engine if self._engine is not None else self.config.database_url
 
     def get(self, name: str) -> Schedule | None:
-        return next((s for s in self.schedules if s.name == name), None)
+        # a dict lookup: a scan of the list was ~2.5 ms at 100,000 schedules, on every runs
+        # page and every external arrival
+        return self._names_now().by_name.get(name)
+
+    def _names_now(self) -> NameIndex:
+        catalog = self.catalog
+        # the set changes at boot, at stop and with each run-time write the catalog applies
+        stamp = (id(self.schedules), len(self.schedules), id(catalog), catalog and catalog.changes)
+        self._names.refresh(self.schedules, stamp)
+        return self._names
+
+    async def schedule_page(
+        self, filters: ListingFilter, cursor: Cursor | None, limit: int
+    ) -> tuple[list[Schedule], str | None]:
+        """One page of the schedules listing, by name (see :mod:`.listing`), and the cursor of
+        the next (``None``: the last page)."""
+        names = self._names_now()
+        pauses = await self.current_pauses()
+        page = await select_page(self.store, names, filters, cursor, limit, pauses.is_paused)
+        by_name = names.by_name
+        return [by_name[n] for n in page.names], page.next_cursor
 
     def _schedule_named(self, name: str) -> Schedule | None:
         """``name``'s definition for a check-in: the engine's (a dict, run-time edits

@@ -121,3 +121,19 @@ def test_steady_floor_runs_every_task_and_finishes_every_row() -> None:
     assert "tasks only" in out and out.count("firings 60 ") == 2, out
     # every row written `running` was finished by the terminal write, none left behind
     assert "ledger rows by status: {'succeeded': 60}" in out, out
+
+
+@pytest.mark.postgres
+def test_listing_bench_pages_and_runs_answer() -> None:
+    from conftest import require_service_url
+
+    url = require_service_url("postgres")
+    out = _bench(
+        "bench.listing", "--postgres-url", url, "--schedules", "20", "--rows", "2000",
+        "--seconds", "0.3", "--concurrency", "2", "--limit", "5",
+    )  # fmt: skip
+    assert "app booted with 20 schedules" in out, out
+    rows = [line for line in out.splitlines() if line.startswith("| listing") or "runs" in line]
+    table = [line for line in rows if line.startswith("| ")]
+    assert len(table) == 6, out
+    assert all(line.rstrip().endswith("| 0 |") for line in table), out  # no non-200

@@ -74,6 +74,21 @@ def exercise(run: object) -> None:
     assert code == 1, (out, err)
     failed = json.loads(out)
     assert failed["status"] == "failed" and "boom on purpose" in failed["error"]
+    # the listing's filters, paged through a page at a time (issue 35)
+    code, out, _ = go("list", "--status", "failed", "--json")
+    assert code == 0 and [s["name"] for s in json.loads(out)["schedules"]] == ["boom"]
+    code, out, _ = go("list", "--prefix", "b", "--page-size", "1", "--json")
+    paged = json.loads(out)
+    assert [s["name"] for s in paged["schedules"]] == [
+        "berlin",
+        "boom",
+        "brokenExportToTheDataWarehouse",
+    ]
+    assert paged["nextCursor"] is None
+    code, out, _ = go("list", "--source", "runtime", "--json")
+    assert code == 0 and json.loads(out)["schedules"] == []
+    code, out, err = go("list", "--status", "running")
+    assert code == 2 and "no outcome" in err, (out, err)
 
     code, out, _ = go("runs", "boom", "--json")
     assert code == 0 and [r["status"] for r in json.loads(out)["runs"]] == ["failed"]
@@ -87,6 +102,8 @@ def exercise(run: object) -> None:
     code, out, _ = go("list", "--json")
     (entry,) = [s for s in json.loads(out)["schedules"] if s["name"] == "ok"]
     assert entry["paused"] and entry["pause"]["reason"] == "maintenance"
+    code, out, _ = go("list", "--paused", "--json")
+    assert [s["name"] for s in json.loads(out)["schedules"]] == ["ok"]
     code, out, err = go("fire", "ok")
     assert code == 1 and "is paused" in err and "voltro schedule resume ok" in err
     code, out, _ = go("resume", "ok")

@@ -56,6 +56,7 @@ from fastapi_voltro_schedules.models import (
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
+    STATE_TABLE,
     runs_table,
     voltro_metadata,
 )
@@ -76,6 +77,7 @@ OUR_TABLES = {
     DEFINITIONS_TABLE,
     MEMBERS_TABLE,
     LEASES_TABLE,
+    STATE_TABLE,
     ALEMBIC_VERSION_TABLE,
 }
 
@@ -133,7 +135,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0011"
+    assert await current_revision(async_engine) == head_revision() == "0012"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -167,6 +169,7 @@ async def test_column_types_and_indexes_per_dialect(async_engine: AsyncEngine) -
         "ix_voltro_runs_name_status_scheduled",
         "ix_voltro_runs_finished",
         "ix_voltro_runs_scheduled",
+        "ix_voltro_runs_status_scheduled",
     }
     assert claims_ix == {"ix_voltro_claims_claimed_at"}
 
@@ -300,8 +303,9 @@ def test_script_location_and_head() -> None:
         "0009_run_attempts.py",
         "0010_run_jobs.py",
         "0011_definition_exclude.py",
+        "0012_scale_listing_state.py",
     ]
-    assert head_revision() == "0011"
+    assert head_revision() == "0012"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -398,6 +402,7 @@ async def test_docs_include_snippet_manages_our_tables_in_the_users_history(
         DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,
+        STATE_TABLE,
     }
     # even where our version table exists (a SQLite boot ran once), nothing is proposed
     await upgrade_to_head(async_engine)
@@ -416,7 +421,7 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0011 (sqlite)"
+        "_voltro_schedule_leases, _voltro_schedule_state at 0012 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -451,7 +456,7 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases at 0011 (postgresql)"
+        "_voltro_schedule_leases, _voltro_schedule_state at 0012 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -494,7 +499,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0011 (sqlite)" in proc.stdout
+    assert "at 0012 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Request
@@ -34,6 +34,10 @@ from ..errors import (
     StoreUnavailableError,
     VoltroError,
 )
+from ..listing import CURSOR_PATTERN as LISTING_CURSOR_PATTERN
+from ..listing import MAX_CURSOR_CHARS as LISTING_CURSOR_CHARS
+from ..listing import MAX_PAGE, ListingFilter
+from ..listing import decode_cursor as decode_listing_cursor
 from ..logs import logger
 from ..runtime_schedules import RUNTIME_SOURCE
 from .auth import (
@@ -55,6 +59,7 @@ from .errors import (
 )
 from .inspect_models import (
     CURSOR_PATTERN,
+    LISTING_STATUS_PATTERN,
     MAX_CURSOR_CHARS,
     STATUS_FILTER_PATTERN,
     BackfillRequest,
@@ -74,6 +79,7 @@ from .inspect_models import (
     backfill_request,
     decode_cursor,
     encode_cursor,
+    parse_outcomes,
     parse_statuses,
     query_instant,
     range_instant,
@@ -82,7 +88,7 @@ from .inspect_models import (
 if TYPE_CHECKING:
     from ..definition import Schedule
     from ..pauses import PauseView as PauseLookup
-    from ..records import RunRecord
+    from ..records import OutcomeRecord, RunRecord
     from ..scheduling import Scheduling
 
 router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth])
@@ -93,18 +99,67 @@ INSPECT_PREFIX = "/_voltro/inspect/schedules"
 @router.get(
     INSPECT_PREFIX,
     operation_id="listSchedules",
-    summary="Schedules, effective coordination, next firing, last run, pause",
+    summary="Schedules, effective coordination, next firing, last run, pause — by page",
+    description="Schedules in name order, `limit` at a time (default and most: "
+    f"{MAX_PAGE}); follow `nextCursor` until it is null. Filters (all given at once): `prefix` "
+    "of the name, `status` (the newest outcome: each schedule's finished run with the newest "
+    "slot), `paused`, `source` (code | runtime). A page reads only its own schedules' runs.",
     response_model=ScheduleList,
-    responses=error_responses(StoreUnavailableError, *READ_ERRORS, validation=False),
+    responses=error_responses(InvalidQueryError, StoreUnavailableError, *READ_ERRORS),
 )
-async def list_schedules(request: Request) -> ScheduleList:
+async def list_schedules(
+    request: Request,
+    prefix: Annotated[
+        str | None,
+        Query(description="Only names starting with this text (matched literally)."),
+        WithJsonSchema({"type": "string"}),
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        Query(
+            description="succeeded|failed|skipped|missed: the newest outcome is one of these; "
+            "repeat the parameter or separate with commas (empty: no filter)."
+        ),
+        WithJsonSchema(
+            {"type": "array", "items": {"type": "string", "pattern": LISTING_STATUS_PATTERN}}
+        ),
+    ] = None,
+    paused: Annotated[
+        bool | None,
+        Query(description="true: only paused schedules; false: only the others."),
+        WithJsonSchema({"type": "boolean"}),
+    ] = None,
+    source: Annotated[
+        Literal["code", "runtime"] | None,
+        Query(description="code (declared with define_schedule) | runtime (written at run time)"),
+        WithJsonSchema({"type": "string", "enum": ["code", "runtime"]}),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
+    cursor: Annotated[
+        str | None,
+        Query(description="The nextCursor of the previous page (empty or omitted: the first)."),
+        WithJsonSchema(
+            {
+                "type": "string",
+                "pattern": LISTING_CURSOR_PATTERN,
+                "maxLength": LISTING_CURSOR_CHARS,
+            }
+        ),
+    ] = None,
+) -> ScheduleList:
     scheduling = scheduling_of(request)
+    filters = ListingFilter(
+        prefix=prefix or None, statuses=parse_outcomes(status), paused=paused, source=source
+    )
+    position = decode_listing_cursor(cursor or "")
+    page, next_cursor = await scheduling.schedule_page(filters, position, limit)
     store = scheduling.store
-    names = [s.name for s in scheduling.schedules]
+    names = [s.name for s in page]
     # newest first: a row only moves forward, so the clock-driven run read after it is at least
     # as far along — never "running" beside a newest run that already shows it ended
     newest = await store.newest_runs(names) if store is not None else {}
     last = await store.last_runs(names) if store is not None else {}
+    outcomes = await store.outcomes(names) if store is not None else {}
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
     fleet = pauses.fleet()
@@ -115,9 +170,18 @@ async def list_schedules(request: Request) -> ScheduleList:
         now=iso_z(now),
         pause_all=None if fleet is None else PauseView.of(fleet),
         schedules=[
-            schedule_view(scheduling, s, last.get(s.name), pauses, now, newest=newest.get(s.name))
-            for s in scheduling.schedules
+            schedule_view(
+                scheduling,
+                s,
+                last.get(s.name),
+                pauses,
+                now,
+                newest=newest.get(s.name),
+                outcome=outcomes.get(s.name),
+            )
+            for s in page
         ],
+        next_cursor=next_cursor,
     )
 
 
@@ -129,9 +193,11 @@ def schedule_view(
     now: datetime,
     *,
     newest: RunRecord | None = None,
+    outcome: OutcomeRecord | None = None,
 ) -> ScheduleView:
     """One schedule as the listing (and the detail route) shows it. ``previous`` is its newest
-    clock-driven run, ``newest`` its newest run of any trigger."""
+    clock-driven run, ``newest`` its newest run of any trigger, ``outcome`` its newest
+    outcome."""
     engine = scheduling.engine
     trigger = scheduling.trigger_of(schedule)
     next_firing = engine.next_firing(schedule.name) if engine is not None else None
@@ -145,6 +211,10 @@ def schedule_view(
         pause = None
     if pause is not None:
         next_firing = None  # nothing fires until resumed
+    last_view = None if previous is None else InspectRunView.of(previous)
+    # most schedules' newest run is their newest clock-driven one: one view for both
+    same = newest is not None and previous is not None and newest.id == previous.id
+    newest_view = last_view if same else None if newest is None else InspectRunView.of(newest)
     return ScheduleView(
         name=schedule.name,
         cron=schedule.cron,
@@ -155,8 +225,8 @@ def schedule_view(
         max_runtime_ms=schedule.max_runtime_ms,
         description=schedule.description,
         next_firing=None if next_firing is None else iso_z(next_firing),
-        last_run=None if previous is None else InspectRunView.of(previous),
-        newest_run=None if newest is None else InspectRunView.of(newest),
+        last_run=last_view,
+        newest_run=newest_view,
         paused=pause is not None,
         pause=None if pause is None else PauseView.of(pause),
         source=schedule.source,
@@ -164,6 +234,7 @@ def schedule_view(
         args=dict(schedule.args) if runtime else None,
         retry=RetryView.of(schedule.retry),
         exclude=schedule.exclude.wire() if schedule.exclude else None,
+        last_status=None if outcome is None else outcome.status.value,
     )
 
 
@@ -249,6 +320,7 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     store = scheduling.running_store()
     newest = await store.newest_runs([name])  # first: see the listing
     last = await store.last_runs([name])
+    outcome = (await store.outcomes([name])).get(name)
     versions = (await store.definitions([name])).get(name, [])
     now = scheduling.clock.now()
     view = schedule_view(
@@ -258,6 +330,7 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
         await scheduling.current_pauses(),
         now,
         newest=newest.get(name),
+        outcome=outcome,
     )
     return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])
 

@@ -107,6 +107,7 @@ async def put_schedule(
     store = scheduling.running_store()
     last = await store.last_runs([name])
     newest = await store.newest_runs([name])
+    outcome = (await store.outcomes([name])).get(name)
     return schedule_view(
         scheduling,
         result.schedule,
@@ -114,6 +115,7 @@ async def put_schedule(
         await scheduling.current_pauses(),
         scheduling.clock.now(),
         newest=newest.get(name),
+        outcome=outcome,
     )
 
 

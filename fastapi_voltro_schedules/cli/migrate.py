@@ -32,6 +32,7 @@ from ..models import (
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
     RUNS_TABLE,
+    STATE_TABLE,
 )
 from ..urls import require_driver
 from .common import (
@@ -132,7 +133,7 @@ def migrate(
 ) -> None:
     """Create or upgrade the ledger tables (_voltro_schedule_runs, _voltro_schedule_claims,
     _voltro_schedule_pauses, _voltro_schedule_pause_spans, _voltro_schedule_definitions,
-    _voltro_schedule_members, _voltro_schedule_leases).
+    _voltro_schedule_members, _voltro_schedule_leases, _voltro_schedule_state).
 
     Run it in your release step for PostgreSQL / MariaDB / MySQL; SQLite is migrated at boot.
     With --app module:app it migrates the database that app's Scheduling uses. Only our
@@ -190,6 +191,7 @@ def migrate(
         DEFINITIONS_TABLE,
         MEMBERS_TABLE,
         LEASES_TABLE,
+        STATE_TABLE,
     )
     tables = ", ".join(t for t in ours if t in VOLTRO_TABLES)
     typer.echo(f"voltro migrate: {tables} at {revision} ({dialect})")

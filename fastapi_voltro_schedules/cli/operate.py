@@ -199,6 +199,10 @@ def _ago(iso: str | None, now: datetime) -> str:
 # ----------------------------------------------------------------------------------- list
 
 
+LIST_PAGE = 500
+"""Schedules per request while ``voltro schedule list`` pages through the listing."""
+
+
 @schedule_app.command("list")
 def list_command(
     app: AppOpt = None,
@@ -206,12 +210,50 @@ def list_command(
     token: TokenOpt = None,
     as_json: JsonOpt = False,
     retry_for: RetryOpt = DEFAULT_RETRY_FOR,
+    prefix: Annotated[
+        str | None, typer.Option("--prefix", help="Only names starting with this text.")
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            help="The newest outcome: succeeded|failed|skipped|missed (repeat for several).",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="code (declared) | runtime (written).")
+    ] = None,
+    paused: Annotated[
+        bool | None,
+        typer.Option("--paused/--not-paused", help="Only paused schedules / only the others."),
+    ] = None,
+    page_size: Annotated[
+        int, typer.Option("--page-size", min=1, max=1000, help="Schedules per request.")
+    ] = LIST_PAGE,
 ) -> None:
-    """Every schedule: cron, zone, trigger, next firing, last outcome, paused."""
+    """Every schedule (or those the filters hold): cron, zone, trigger, next firing, last
+    outcome, paused. Pages through the listing, so 100,000 schedules are read a page at a time;
+    --json prints one object (the first page's header, every schedule, nextCursor null)."""
+    params: dict[str, Any] = {"limit": page_size}
+    if prefix:
+        params["prefix"] = prefix
+    if status:
+        params["status"] = status
+    if source is not None:
+        params["source"] = source
+    if paused is not None:
+        params["paused"] = "true" if paused else "false"
 
     async def go() -> Any:
         async with connect(app, url, token, retry_for) as api:
-            return await api.call("GET", INSPECT)
+            first = body = await api.call("GET", INSPECT, params=params)
+            schedules = list(body["schedules"])
+            while body.get("nextCursor"):
+                body = await api.call(
+                    "GET", INSPECT, params={**params, "cursor": body["nextCursor"]}
+                )
+                schedules += body["schedules"]
+            return {**first, "schedules": schedules, "nextCursor": None}
 
     body = _run(go())
     if as_json:

@@ -26,6 +26,7 @@ from ..records import (
     TERMINAL_STATUSES,
     ClaimRecord,
     DefinitionRecord,
+    OutcomeRecord,
     PauseRecord,
     RowWrite,
     RunOutcome,
@@ -344,6 +345,27 @@ class Store(abc.ABC):
         query per chunk of names; names without a row are absent."""
 
     @abc.abstractmethod
+    async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
+        """Each name's newest outcome (``_voltro_schedule_state``: its terminal run with the
+        newest ``scheduled_at``, then id), kept current by every write that makes a row
+        terminal, in that write's transaction. A primary-key read per name, whatever the
+        ledger's size; names that never finished a run are absent."""
+
+    @abc.abstractmethod
+    async def names_in_status(
+        self,
+        statuses: Collection[RunStatus],
+        *,
+        after: str | None,
+        prefix: str | None,
+        limit: int,
+    ) -> list[str]:
+        """Up to ``limit`` names whose newest outcome (:meth:`outcomes`) is one of
+        ``statuses``, in the database's name order, after ``after``, starting with
+        ``prefix`` (matched literally). Served by the state table's ``(last_status, name)``
+        index; the names of schedules that no longer exist may be among them."""
+
+    @abc.abstractmethod
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)
     ) -> list[RunRecord]:
@@ -527,6 +549,7 @@ __all__ = [
     "D",
     "DefinitionRecord",
     "LineDecision",
+    "OutcomeRecord",
     "PauseRecord",
     "RowWrite",
     "RunOutcome",

@@ -38,6 +38,7 @@ from .base import (
     D,
     DefinitionRecord,
     LineDecision,
+    OutcomeRecord,
     PauseRecord,
     RunOutcome,
     RunRecord,
@@ -531,6 +532,22 @@ class InstrumentedStore(Store):
 
     async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         return await self._counted("newest_runs", self._inner.newest_runs(names))
+
+    async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
+        return await self._counted("outcomes", self._inner.outcomes(names))
+
+    async def names_in_status(
+        self,
+        statuses: Collection[RunStatus],
+        *,
+        after: str | None,
+        prefix: str | None,
+        limit: int,
+    ) -> list[str]:
+        return await self._counted(
+            "names_in_status",
+            self._inner.names_in_status(statuses, after=after, prefix=prefix, limit=limit),
+        )
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..enums import RunStatus, Trigger
 from . import statements as q
-from .base import RunRecord
+from .base import OutcomeRecord, RunRecord
 from .sql_connections import SQLConnections, aware
 
 if TYPE_CHECKING:
@@ -111,6 +111,38 @@ class SQLReads(SQLConnections):
 
             await self._attempt(operation, work, write=False)
         return found
+
+    async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
+        ordered = list(dict.fromkeys(names))
+        found: dict[str, OutcomeRecord] = {}
+        dialect = self.engine.dialect.name
+        for start in range(0, len(ordered), q.NAME_CHUNK):
+            stmt = q.states_of(ordered[start : start + q.NAME_CHUNK], dialect)
+
+            async def work(conn: AsyncConnection, stmt: Any = stmt) -> None:
+                for row in await conn.execute(stmt):
+                    record = OutcomeRecord.from_row(row._mapping)
+                    found[record.name] = record
+
+            await self._attempt("outcomes", work, write=False)
+        return found
+
+    async def names_in_status(
+        self,
+        statuses: Collection[RunStatus],
+        *,
+        after: str | None,
+        prefix: str | None,
+        limit: int,
+    ) -> list[str]:
+        if not statuses:
+            return []
+        stmt = q.names_in_status(statuses, after, prefix, limit)
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            return [str(row[0]) for row in await conn.execute(stmt)]
+
+        return await self._attempt("names_in_status", work, write=False)
 
     async def live_runs(
         self, name: str | Collection[str], statuses: Collection[RunStatus] = (RunStatus.RUNNING,)

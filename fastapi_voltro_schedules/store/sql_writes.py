@@ -22,6 +22,13 @@ from . import statements as q
 from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord
 from .sql_connections import RETRY_ATTEMPTS, SQLConnections, aware
 
+_STATUS_AT = RUN_COLUMNS.index("status")
+_TERMINAL_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
+
+
+def _is_terminal(status: Any) -> bool:
+    return status is not None and str(getattr(status, "value", status)) in _TERMINAL_VALUES
+
 
 class _TurnMoved(Exception):
     """A conditional write of a turn found its row moved: roll back and look again."""
@@ -50,10 +57,21 @@ class SQLWrites(SQLConnections):
         await self._attempt("insert_runs", work)
 
     async def insert_rows(self, conn: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Run rows (:meth:`RunRecord.values`) inserted on ``conn``, in its transaction."""
+        """Run rows (:meth:`RunRecord.values`) inserted on ``conn``, in its transaction; the
+        terminal ones (``skipped``, ``missed``) are each schedule's newest outcome too."""
         await self._write_rows(
             conn, "insert_runs", RUN_COLUMNS, rows, q.insert_runs_array, q.insert_runs
         )
+        # a firing's insert (running rows: the hot one) has nothing to note
+        done = [r[0] for r in rows if r[_STATUS_AT] in _TERMINAL_VALUES]
+        if done:
+            await self.note_outcomes(conn, done)
+
+    async def note_outcomes(self, conn: AsyncConnection, run_ids: Sequence[str]) -> None:
+        """Record the terminal runs among ``run_ids`` as their schedules' newest outcome (if
+        newer than the stored one), on ``conn``, in the transaction that wrote them."""
+        dialect = conn.dialect.name
+        await conn.execute(q.note_runs(dialect), q.note_runs_params(run_ids, dialect))
 
     async def _write_rows(
         self,
@@ -114,9 +132,14 @@ class SQLWrites(SQLConnections):
             check_heartbeat=check,
         )
 
+        note = _is_terminal(values.get("status"))
+
         async def work(conn: AsyncConnection) -> bool:
             result = await conn.execute(stmt)
-            return bool(result.rowcount == 1)
+            won = bool(result.rowcount == 1)
+            if won and note:
+                await self.note_outcomes(conn, [run_id])
+            return won
 
         return await self._attempt("update_run", work)
 
@@ -174,8 +197,11 @@ class SQLWrites(SQLConnections):
                 await conn.execute(q.line_lock(name, now))
             result = await conn.execute(q.runs_in_status([name], LIVE_STATUSES))
             plan = decide([RunRecord.from_row(r._mapping) for r in result])
+            done: list[str] = []
             if plan.insert is not None:
                 await conn.execute(q.insert_runs(), [plan.insert.to_row()])
+                if plan.insert.status.terminal:
+                    done.append(plan.insert.id)
             for w in plan.writes:
                 stmt = q.conditional_update(
                     w.run_id,
@@ -187,6 +213,10 @@ class SQLWrites(SQLConnections):
                 )
                 if (await conn.execute(stmt)).rowcount != 1:
                     raise _TurnMoved
+                if _is_terminal(w.values.get("status")):
+                    done.append(w.run_id)
+            if done:
+                await self.note_outcomes(conn, done)
             return plan
 
         return work
@@ -208,10 +238,11 @@ class SQLWrites(SQLConnections):
             for o in outcomes
         ]
         names = sorted({o.name for o in outcomes if o.name is not None}) if announce else []
-        # On Postgres under cdc the NOTIFY rides in the write's own statement: one round trip,
-        # delivered at commit.
+        # On Postgres the schedules' newest outcomes (and, under cdc, the NOTIFY) ride in the
+        # write's own statement: one round trip, delivered at commit. The other stores note
+        # the outcomes with a second statement in the same transaction.
         shared: dict[str, Any] = {"b_replica": replica_id}
-        pg_statement: Callable[[], Any] = q.finish_update_array
+        pg_statement: Callable[[], Any] = q.finish_update_array_noted
         if names and self._engine.dialect.name == "postgresql":
             pg_statement = q.finish_update_array_announced
             shared |= {"channel": q.NOTIFY_CHANNEL, "names": names}
@@ -220,6 +251,8 @@ class SQLWrites(SQLConnections):
             await self._write_rows(
                 conn, "finish_runs", q.FINISH_KEYS, rows, pg_statement, q.finish_update, **shared
             )
+            if conn.dialect.name != "postgresql":
+                await self.note_outcomes(conn, [r[0] for r in rows])
 
         await self._attempt("finish_runs", work)
 

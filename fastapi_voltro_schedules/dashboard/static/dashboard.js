@@ -1,7 +1,9 @@
 // voltro schedules dashboard — a thin client over the inspect API, vanilla JS, no build step.
 //
-// The page polls GET <api> (schedules) and GET <api>/runs?name=… (the timelines that are
-// open) every few seconds with the session cookie, and updates the DOM in place, keyed by
+// The page polls GET <api> (one page of schedules, PAGE_SIZE at a time, filtered by the search
+// box's name prefix and the last-outcome select, paged by the listing's nextCursor) and
+// GET <api>/runs?name=… (the timelines that are open) every few seconds with the session
+// cookie — never every schedule at once: at 100,000 schedules a poll stays one page, and updates the DOM in place, keyed by
 // schedule name and run id: what is expanded, which error is open, focus and scroll all
 // survive a refresh. Countdowns tick every second against the server's clock (the listing's
 // `now`), so a browser whose clock is off still counts down to the real firing.
@@ -24,6 +26,8 @@
   const RUNS_MORE = 20;
   const RUNS_MAX = 200;
   const STORE_KEY = "voltro.dashboard.expanded";
+  const PAGE_SIZE = 50; // schedules per page
+  const SEARCH_DELAY_MS = 250; // typing settles before the listing is asked
 
   const $ = (id) => document.getElementById(id);
   const list = $("schedules");
@@ -41,6 +45,12 @@
     failing: false,
     timer: null,
     signedOut: false,
+    // paging: cursors[i] is where page i starts ("" the first); the filters reset it
+    cursors: [""],
+    page: 0,
+    next: null, // the current page's nextCursor
+    prefix: "",
+    status: "",
   };
 
   function readStored() {
@@ -780,7 +790,18 @@
       showError("name", `"${name}" cannot be a schedule's name — use letters, digits, "_", "-", "." or ":", starting with a letter or digit.`);
       return;
     }
-    const existing = state.schedules.get(name);
+    let existing = state.schedules.get(name);
+    if (!editor.name && !existing) {
+      // The page holds one page of schedules: ask the server whether the name is taken.
+      try {
+        existing = await api(`/${encodeURIComponent(name)}`);
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 404)) {
+          report(error, `Checking ${name}`);
+          return;
+        }
+      }
+    }
     if (!editor.name && existing && existing.source === "runtime") {
       // A PUT would replace it: a New form must not overwrite a schedule unseen.
       showError("name", `${name} exists already — use its Edit button to change it.`);
@@ -855,7 +876,11 @@
     lastStart = Date.now();
     try {
       const sent = Date.now();
-      const body = await api("");
+      const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+      if (state.prefix) query.set("prefix", state.prefix);
+      if (state.status) query.set("status", state.status);
+      if (state.cursors[state.page]) query.set("cursor", state.cursors[state.page]);
+      const body = await api(`?${query}`);
       const received = Date.now();
       state.offsetMs = Date.parse(body.now) - (sent + received) / 2;
       setText($("coordination"), body.coordination);
@@ -866,7 +891,10 @@
         [...state.expanded].filter((n) => state.schedules.has(n)).map((n) => loadRuns(n)),
       );
       keepView(() => sync(list, body.schedules, (s) => s.name, makeCard, updateCard));
-      $("empty").hidden = body.schedules.length > 0;
+      const filtered = Boolean(state.prefix || state.status);
+      $("empty").hidden = body.schedules.length > 0 || filtered || state.page > 0;
+      $("no-match").hidden = body.schedules.length > 0 || !(filtered || state.page > 0);
+      showPager(body.nextCursor || null);
       state.lastOk = Date.now();
       root.dataset.refreshes = String(Number(root.dataset.refreshes || 0) + 1); // for tests
       if (state.failing) {
@@ -883,6 +911,40 @@
     }
     tick();
     state.timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  function showPager(next) {
+    state.next = next;
+    $("pager").hidden = state.page === 0 && !next;
+    $("prev-page").disabled = state.page === 0;
+    $("next-page").disabled = !next;
+    setText($("page-info"), `page ${state.page + 1}`);
+  }
+
+  function goTo(page) {
+    if (page < 0 || page === state.page) return;
+    if (page > state.page) {
+      if (!state.next) return;
+      state.cursors[page] = state.next;
+    }
+    state.cursors.length = page + 1;
+    state.page = page;
+    refresh();
+  }
+
+  let searchTimer = null;
+  function filtersChanged() {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      const prefix = $("search").value.trim();
+      const status = $("status-filter").value;
+      if (prefix === state.prefix && status === state.status) return;
+      state.prefix = prefix;
+      state.status = status;
+      state.cursors = [""];
+      state.page = 0;
+      refresh();
+    }, SEARCH_DELAY_MS);
   }
 
   function tick() {
@@ -907,6 +969,10 @@
   }
 
   if ($("resume-all")) $("resume-all").addEventListener("click", resumeAll);
+  $("search").addEventListener("input", filtersChanged);
+  $("status-filter").addEventListener("change", filtersChanged);
+  $("prev-page").addEventListener("click", () => goTo(state.page - 1));
+  $("next-page").addEventListener("click", () => goTo(state.page + 1));
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden) refresh();
   });

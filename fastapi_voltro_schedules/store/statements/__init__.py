@@ -85,6 +85,7 @@ from .reads import (
     silent_runs,
     succeeded_slots,
 )
+from .state import names_in_status, note_runs, note_runs_params, noted_finish, states_of
 from .writes import (
     FINISH_KEYS,
     UPDATABLE_COLUMNS,
@@ -94,6 +95,7 @@ from .writes import (
     finish_update,
     finish_update_array,
     finish_update_array_announced,
+    finish_update_array_noted,
     heartbeat_update,
     insert_runs,
     insert_runs_array,
@@ -150,6 +152,7 @@ __all__ = [
     "finish_update",
     "finish_update_array",
     "finish_update_array_announced",
+    "finish_update_array_noted",
     "fleet_again",
     "fleet_extend",
     "fleet_resume",
@@ -161,8 +164,12 @@ __all__ = [
     "last_runs_params",
     "line_lock",
     "list_runs",
+    "names_in_status",
     "newest_effective_since_select",
     "newest_runs",
+    "note_runs",
+    "note_runs_params",
+    "noted_finish",
     "notify",
     "pause_again",
     "pause_insert",
@@ -180,5 +187,6 @@ __all__ = [
     "span_insert",
     "span_resume",
     "spans_select",
+    "states_of",
     "succeeded_slots",
 ]

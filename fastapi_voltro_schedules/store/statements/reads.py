@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, String, and_, any_, bindparam, or_, select, text
+from sqlalchemy import Select, String, and_, any_, bindparam, or_, select, text, union_all
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.selectable import TextualSelect
 
@@ -43,6 +43,10 @@ def _force_index(stmt: Select[Any], index: str) -> Select[Any]:
     return stmt.with_hint(runs_table, hint, "mysql").with_hint(runs_table, hint, "mariadb")
 
 
+BY_STATUS_INDEX = "ix_voltro_runs_status_scheduled"
+BY_NAME_STATUS_INDEX = "ix_voltro_runs_name_status_scheduled"
+
+
 def list_runs(
     name: str | None,
     limit: int,
@@ -50,16 +54,50 @@ def list_runs(
     before_id: str | None = None,
     statuses: Collection[RunStatus] | None = None,
 ) -> Select[Any]:
+    """One page of the runs list, newest first; every filter combination rides an index:
+    none → ``(scheduled_at)``, a name → ``(name, scheduled_at)``, statuses → ``(status,
+    scheduled_at, id)``, both → ``(name, status, scheduled_at)``. Several statuses read one
+    range per status (each at most ``limit`` rows) and merge them: an ``IN`` over the
+    statuses walked the time index past every row of the others, or read every match and
+    sorted it (0.85 s at 1 M rows for a rare status)."""
+    if not statuses:
+        return _runs_page(name, None, limit, before, before_id)
+    parts = [
+        _runs_page(name, s, limit, before, before_id)
+        for s in sorted(set(statuses), key=lambda s: s.value)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    merged = union_all(*(select(p.subquery()) for p in parts)).subquery()
+    c = merged.c
+    return select(merged).order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
+
+
+def _runs_page(
+    name: str | None,
+    status: RunStatus | None,
+    limit: int,
+    before: datetime | None,
+    before_id: str | None,
+) -> Select[Any]:
     c = runs_table.c
-    stmt = select_runs().order_by(c.scheduled_at.desc(), c.id.desc()).limit(limit)
-    stmt = _force_index(stmt, BY_TIME_INDEX if name is None else BY_NAME_INDEX)
+    order = [c.scheduled_at.desc(), c.id.desc()]
+    stmt = select_runs().order_by(*order).limit(limit)
+    if name is None:
+        index = BY_TIME_INDEX if status is None else BY_STATUS_INDEX
+    else:
+        index = BY_NAME_INDEX if status is None else BY_NAME_STATUS_INDEX
+    stmt = _force_index(stmt, index)
     if name is not None:
         stmt = stmt.where(c.name == name)
-    if statuses is not None:
-        stmt = stmt.where(c.status.in_([s.value for s in statuses]))
+    if status is not None:
+        stmt = stmt.where(c.status == status.value)
     if before is not None and before_id is not None:
+        # the leading bound is what an index range can start from; the OR is then a filter
+        # on the few rows of that one instant
         stmt = stmt.where(
-            or_(c.scheduled_at < before, and_(c.scheduled_at == before, c.id < before_id))
+            c.scheduled_at <= before,
+            or_(c.scheduled_at < before, and_(c.scheduled_at == before, c.id < before_id)),
         )
     elif before is not None:
         stmt = stmt.where(c.scheduled_at < before)

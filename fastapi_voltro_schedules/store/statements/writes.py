@@ -26,6 +26,7 @@ from ...models import UTCDateTime, bind_utc, runs_table
 from ...records import RUN_COLUMNS
 from ..base import LIVE_STATUSES
 from .dialects import database_now_sql
+from .state import noted_finish
 
 UPDATABLE_COLUMNS = frozenset(c.name for c in runs_table.c if c.name != "id")
 
@@ -146,15 +147,20 @@ def finish_update_array() -> TextClause:
     )
 
 
+@cache
+def finish_update_array_noted() -> TextClause:
+    """Postgres: :func:`finish_update_array` and the schedules' newest outcomes
+    (:mod:`.state`) in one statement."""
+    return noted_finish(finish_update_array().text, announced=False)
+
+
+@cache
 def finish_update_array_announced() -> TextClause:
-    """Postgres: :func:`finish_update_array` and one ``pg_notify`` per name of ``:names`` on
-    ``:channel`` in the same statement (``change_strategy="cdc"``). A data-modifying ``WITH``
-    runs whether or not the query reads it; the notifications go out when it commits."""
-    update = finish_update_array().text
-    return text(
-        f"WITH finished AS ({update}) "
-        "SELECT pg_notify(:channel, n) FROM unnest(CAST(:names AS VARCHAR[])) AS n"
-    )
+    """Postgres: :func:`finish_update_array_noted` and one ``pg_notify`` per name of
+    ``:names`` on ``:channel`` in the same statement (``change_strategy="cdc"``). A
+    data-modifying ``WITH`` runs whether or not the query reads it; the notifications go out
+    when it commits."""
+    return noted_finish(finish_update_array().text, announced=True)
 
 
 FINISH_KEYS = ("b_id", "b_status", "b_finished", "b_tag", "b_message", "b_traceback")
