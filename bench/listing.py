@@ -8,7 +8,7 @@
    during the load and built after it, then ``ANALYZE``): ``--schedules`` schedules
    ``tenant-000000`` …, one row a minute each from a week ago, round-robin (so each has
    rows ÷ schedules rows), about 2 % ``failed``, 1 % ``skipped``, the rest ``succeeded``. Then fills
-   ``_voltro_schedule_state`` with migration 0010's own statement, and times it (what that
+   ``_voltro_schedule_state`` with migration 0012's own statement, and times it (what that
    migration costs on such a ledger). ``--reuse`` keeps a ledger of the same size from a
    previous run.
 2. Serves ``bench.listing_app`` (``--schedules`` declared schedules on that ledger) under
@@ -86,8 +86,8 @@ def _fill_statement(schedules: int, start: int, stop: int) -> str:
 
 
 def _migration_fill_sql() -> str:
-    path = REPO / "alembic" / "versions" / "0010_scale_listing_state.py"
-    spec = importlib.util.spec_from_file_location("m0010", path)
+    path = REPO / "alembic" / "versions" / "0012_scale_listing_state.py"
+    spec = importlib.util.spec_from_file_location("m0012", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -103,7 +103,7 @@ class ScheduleRun(_VoltroModel, table=True):
     __table_args__ = (
         # "last run of a schedule" and "queued rows of a schedule by scheduled_at"
         Index("ix_voltro_runs_name_scheduled", "name", "scheduled_at"),
-        # (id since migration 0010: the runs list of one schedule in one status, newest first,
+        # (id since migration 0012: the runs list of one schedule in one status, newest first,
         # is read in the index's order — without it SQLite preferred the status index below)
         Index("ix_voltro_runs_name_status_scheduled", "name", "status", "scheduled_at", "id"),
         # the retention sweep walks finished rows by age
@@ -111,7 +111,7 @@ class ScheduleRun(_VoltroModel, table=True):
         # the runs list of every schedule, newest first (migration 0003): without it the
         # inspect runs page sorted the whole ledger (2.8 s at 1 M rows on SQLite)
         Index("ix_voltro_runs_scheduled", "scheduled_at"),
-        # the runs list of every schedule in one status (migration 0010): without it a rare
+        # the runs list of every schedule in one status (migration 0012): without it a rare
         # status walked the time index past every row of the others (0.85 s at 1 M rows)
         Index("ix_voltro_runs_status_scheduled", "status", "scheduled_at", "id"),
     )
@@ -274,7 +274,7 @@ class ScheduleState(_VoltroModel, table=True):
     backfill of old slots finishing late never hides today's outcome. The inspect listing
     filters by it (``status=failed``) without reading the ledger. A row outlives its schedule
     (a deleted run-time one): the listing walks the schedules, not this table. Added by
-    migration 0010."""
+    migration 0012."""
 
     __tablename__ = STATE_TABLE
     __table_args__ = (

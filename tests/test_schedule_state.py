@@ -164,7 +164,7 @@ async def test_names_in_status_pages_in_name_order_by_prefix(store: SQLStore) ->
 
 
 async def test_the_migration_fills_the_state_from_the_ledger(store: SQLStore) -> None:
-    """0010 fills the table from a ledger written before it: the same rows the writes keep."""
+    """0012 fills the table from a ledger written before it: the same rows the writes keep."""
     a1, a2, b = row("a", T0), row("a", T0 + timedelta(minutes=1)), row("b", T0)
     await store.insert_runs([a1, a2, b])
     await store.finish_runs(
@@ -173,8 +173,8 @@ async def test_the_migration_fills_the_state_from_the_ledger(store: SQLStore) ->
     )
     kept = await store.outcomes(["a", "b"])
     spec = importlib.util.spec_from_file_location(
-        "m0010",
-        Path(__file__).parents[1] / "alembic" / "versions" / "0010_scale_listing_state.py",
+        "m0012",
+        Path(__file__).parents[1] / "alembic" / "versions" / "0012_scale_listing_state.py",
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
