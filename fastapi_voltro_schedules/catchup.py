@@ -167,6 +167,18 @@ async def resume_orphans(
     return taken
 
 
+def _left_behind(
+    row: RunRecord, now: datetime, heartbeat_ms: int, here: Callable[[str], bool]
+) -> bool:
+    """A ``running`` row no process beats any more — not this one's (``here``), silent past
+    the dead rule: a stopped replica's, for a live one to take over."""
+    return (
+        row.status is RunStatus.RUNNING
+        and not here(row.id)
+        and not is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+    )
+
+
 async def resume_retries(
     store: Store,
     dispatcher: Dispatcher,
@@ -187,12 +199,7 @@ async def resume_retries(
     by_name = {s.name: s for s in schedules if s.retry is not None}
     taken = 0
     for row in rows:
-        if (
-            row.retry_at is None
-            or row.status is not RunStatus.RUNNING
-            or here(row.id)
-            or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
-        ):
+        if row.retry_at is None or not _left_behind(row, now, heartbeat_ms, here):
             continue
         schedule = by_name.get(row.name)
         if schedule is None:
@@ -227,9 +234,7 @@ async def resume_jobs(
         if (
             row.job_id is None
             or row.retry_at is not None
-            or row.status is not RunStatus.RUNNING
-            or here(row.id)
-            or is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+            or not _left_behind(row, now, heartbeat_ms, here)
         ):
             continue
         schedule = by_name.get(row.name)

@@ -144,11 +144,15 @@ def test_json_shapes_are_the_documented_ones(
     listed = voltro(env, "list", "--json", "--url", server.url)
     assert listed.returncode == 0, listed.stderr
     body = json.loads(listed.stdout)
-    assert set(body) == {"coordination", "replicaId", "firesHere", "now", "pauseAll", "schedules"}
+    assert set(body) == {
+        "coordination", "replicaId", "firesHere", "now", "pauseAll", "schedules", "nextCursor",
+    }  # fmt: skip
+    assert body["nextCursor"] is None  # every page walked: the CLI prints one object
     (entry,) = [s for s in body["schedules"] if s["name"] == LONG]
     assert {
         "name", "cron", "timezone", "trigger", "onOverlap", "backfill", "maxRuntimeMs",
         "description", "nextFiring", "lastRun", "newestRun", "paused", "pause", "source",
+        "lastStatus",
     } <= set(entry)  # fmt: skip
 
     fired = voltro(env, "fire", LONG, "--json", "--url", server.url)
@@ -168,16 +172,16 @@ def test_json_shapes_are_the_documented_ones(
     nxt = voltro(env, "next", "berlin", "--count", "2", "--json", "--url", server.url)
     shape = json.loads(nxt.stdout)
     assert set(shape) == {"name", "cron", "timezone", "occurrences"}
-    assert [set(o) for o in shape["occurrences"]] == [{"utc", "local", "dst"}] * 2
+    assert [set(o) for o in shape["occurrences"]] == [{"utc", "local", "dst", "excluded"}] * 2
 
     # the ledger the CLI just wrote to audits clean: exit 0 with --json as without
     audited = voltro(env, "audit", "--json", "--database-url", env["VOLTRO_DATABASE_URL"])
     assert audited.returncode == 0, audited.stdout + audited.stderr
     report = json.loads(audited.stdout)
     assert set(report) == {
-        "from", "to", "now", "rows", "gapChecked", "clean", "counts", "findings",
+        "from", "to", "now", "rows", "gapChecked", "clean", "counts", "findings", "excluded",
     }  # fmt: skip
-    assert report["clean"] is True and report["rows"] >= 1
+    assert report["clean"] is True and report["rows"] >= 1 and report["excluded"] == 0
 
 
 LATE = {
