@@ -15,8 +15,9 @@ Arrows point down: timer → dispatcher → coordination → store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -316,17 +317,7 @@ class Engine:
         """Take over the pending retries of stopped replicas among the rows the reaper just
         read (see :func:`.catchup.resume_retries`); returns how many this replica took over."""
         pending, self.maintenance.pending_retries = self.maintenance.pending_retries, []
-        if not pending:
-            return 0
-        return await resume_retries(
-            self.store,
-            self.dispatcher,
-            [*self.schedules, *self._external],
-            pending,
-            self.clock.now(),
-            heartbeat_ms=self.heartbeat_ms,
-            here=self.runner.watchdog.beats,
-        )
+        return await self._resume_left_behind(resume_retries, pending) if pending else 0
 
     async def resume_jobs(self) -> int:
         """Take over the handed-off jobs stopped replicas were following, among the rows the
@@ -335,15 +326,22 @@ class Engine:
         pending, self.maintenance.pending_jobs = self.maintenance.pending_jobs, []
         if not pending:
             return 0
-        return await resume_jobs(
+        hands_off = isinstance(self.runner.workflows, FiringStarter)
+        return await self._resume_left_behind(partial(resume_jobs, hands_off=hands_off), pending)
+
+    async def _resume_left_behind(
+        self, resume: Callable[..., Awaitable[int]], rows: list[RunRecord]
+    ) -> int:
+        # every schedule a stopped replica's row may be of: the external ones too (armed
+        # nowhere, their rows land on any replica)
+        return await resume(
             self.store,
             self.dispatcher,
             [*self.schedules, *self._external],
-            pending,
+            rows,
             self.clock.now(),
             heartbeat_ms=self.heartbeat_ms,
             here=self.runner.watchdog.beats,
-            hands_off=isinstance(self.runner.workflows, FiringStarter),
         )
 
     async def _corpse_loop(self) -> None:

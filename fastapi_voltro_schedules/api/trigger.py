@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -96,18 +96,23 @@ class RunView(_Camel):
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
-        return cls(
-            run_id=run.id,
-            name=run.name,
-            status=run.status.value,
-            terminal=run.terminal,
-            scheduled_at=iso_z(run.scheduled_at),
-            fired_at=None if run.fired_at is None else iso_z(run.fired_at),
-            finished_at=None if run.finished_at is None else iso_z(run.finished_at),
-            error_tag=run.error_tag,
-            error=run.error_message,
-            traceback=run.error_traceback,
-        )
+        return cls(**cls.fields_of(run))
+
+    @staticmethod
+    def fields_of(run: RunRecord) -> dict[str, Any]:
+        """This view's fields of ``run``, as keyword arguments (a wider view adds its own)."""
+        return {
+            "run_id": run.id,
+            "name": run.name,
+            "status": run.status.value,
+            "terminal": run.terminal,
+            "scheduled_at": iso_z(run.scheduled_at),
+            "fired_at": None if run.fired_at is None else iso_z(run.fired_at),
+            "finished_at": None if run.finished_at is None else iso_z(run.finished_at),
+            "error_tag": run.error_tag,
+            "error": run.error_message,
+            "traceback": run.error_traceback,
+        }
 
 
 # -- parsing and answering -----------------------------------------------------------------
