@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from support import waiting
-from support.browser import WRITE_DOCS_SCREENSHOT, chromium, missing
+from support.browser import WRITE_DOCS_SCREENSHOT, chromium, require_browser
 from support.servers import REPO, Server, uvicorn_server
 from support.waiting import HANG
 
@@ -40,11 +40,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def browser_ok() -> None:
-    why = missing()
-    if why is not None:
-        if os.environ.get("VOLTRO_TEST_REQUIRE_SERVICES") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    require_browser()
 
 
 @pytest.fixture

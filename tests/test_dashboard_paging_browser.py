@@ -9,14 +9,13 @@ requests, not assumed).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support.browser import chromium, missing
+from support.browser import chromium, require_browser
 from support.servers import Server, uvicorn_server
 from support.waiting import HANG
 from test_dashboard_browser import click, sign_in, wait_for
@@ -32,11 +31,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    why = missing()
-    if why is not None:
-        if os.environ.get("VOLTRO_TEST_REQUIRE_SERVICES") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    require_browser()
     env = {
         "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'dash.db'}",
         "VOLTRO_INSPECT_TOKEN": OPERATOR,

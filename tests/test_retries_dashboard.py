@@ -4,7 +4,6 @@ attempts of every slot and succeeds on the third — one row, "attempt 3" beside
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from support import waiting
-from support.browser import chromium, missing
+from support.browser import chromium, require_browser
 from support.servers import Server, uvicorn_server
 from support.waiting import HANG
 
@@ -24,11 +23,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    why = missing()
-    if why is not None:
-        if os.environ.get("VOLTRO_TEST_REQUIRE_SERVICES") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    require_browser()
     env = {
         "VOLTRO_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'retry.db'}",
         "VOLTRO_INSPECT_TOKEN": OPERATOR,

@@ -27,6 +27,18 @@ def missing() -> str | None:
     return None
 
 
+def require_browser() -> None:
+    """Skip the test when the browser cannot run here — a failure under
+    ``VOLTRO_TEST_REQUIRE_SERVICES=1`` (CI), where a skip would count as coverage."""
+    import pytest
+
+    why = missing()
+    if why is not None:
+        if os.environ.get("VOLTRO_TEST_REQUIRE_SERVICES") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
 @contextmanager
 def chromium(width: int = 1280, height: int = 900) -> Iterator[object]:
     """A headless Chromium WebDriver at ``width``×``height``; quit after."""
