@@ -21,6 +21,7 @@ from fastapi_voltro_schedules import (
     Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.coordination.skip import SkipRule
 from fastapi_voltro_schedules.errors import RunNowBusyError
 from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
@@ -277,6 +278,60 @@ async def test_overlap_skip_and_parallel(
     else:
         assert rows[1].status is RunStatus.RUNNING
         assert [r.status for r in final] == [RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
+
+
+async def test_overlap_skip_holds_from_before_the_row_is_written(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A skip schedule's next slot, admitted while its first run's row is being written (the
+    row committed, the insert's await not over yet), is skipped: the run counts as in flight
+    from before its insert. Under load this gap ran both (found by ci-under-load)."""
+    release, gate, first_written = anyio.Event(), anyio.Event(), anyio.Event()
+    asked: list[RunRecord | None] = []
+    held_here = SkipRule.held_here
+
+    def recorded(rule: SkipRule, schedule: Any) -> RunRecord | None:
+        holder = held_here(rule, schedule)
+        asked.append(holder)
+        return holder
+
+    monkeypatch.setattr(SkipRule, "held_here", recorded)
+
+    @define_schedule(name="slow", cron="* * * * *", timezone="UTC", on_overlap="skip")
+    async def slow(ctx: ScheduleContext) -> None:
+        await release.wait()
+
+    clock = ManualClock(T0)
+    async with running([slow], sqlite_url, clock) as s:
+        assert s.store is not None
+        insert_runs = s.store.insert_runs
+
+        async def insert_then_hold(runs: Any) -> None:
+            await insert_runs(runs)
+            if not first_written.is_set():
+                first_written.set()
+                await gate.wait()  # the first row is in the ledger; its admission waits
+
+        monkeypatch.setattr(s.store, "insert_runs", insert_then_hold)
+        await clock.advance(30)
+        await wait_until(lambda: _true(first_written.is_set()), what="the first row written")
+        await clock.advance(60)
+        await wait_until(lambda: _true(len(asked) == 2), what="the second slot's overlap check")
+        gate.set()
+
+        async def count(n: int) -> bool:
+            return len(await runs_of(s, "slow")) == n
+
+        await wait_until(lambda: count(2))
+        rows = await runs_of(s, "slow")
+        release.set()
+
+        async def settled() -> bool:
+            return all(r.status.terminal for r in await runs_of(s, "slow"))
+
+        await wait_until(settled)
+    assert asked[0] is None and asked[1] is not None and asked[1].id == rows[0].id
+    assert [r.status for r in rows] == [RunStatus.RUNNING, RunStatus.SKIPPED]
 
 
 async def _true(value: bool) -> bool:

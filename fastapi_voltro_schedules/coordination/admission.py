@@ -175,10 +175,13 @@ class Admitter:
         return True
 
     async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
+        self.inflight.add(run)  # held from before its write, as admit_many's runs are
         try:
             if not await self._write(run):
+                self.inflight.remove(run)
                 return Admission(Verdict.LOST)
         except StoreUnavailableError as exc:
+            self.inflight.remove(run)
             logger.warning(
                 "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
                 run.name,
@@ -187,7 +190,6 @@ class Admitter:
             )
             self._hole(schedule, run.scheduled_at, run.trigger, run.coordination_outcome)
             return Admission(Verdict.UNAVAILABLE)
-        self.inflight.add(run)
         return Admission(Verdict.RUN, run)
 
     async def _run_claimed(self, run: RunRecord, key: str) -> Admission:
@@ -665,6 +667,12 @@ class Admitter:
             runs.append(run)
         if not rows:
             return admitted
+        # In flight before the insert's await, not after it: a second firing of a skip
+        # schedule admitted while the row is being written (its row may already be visible)
+        # must see this run held here. Those the insert does not keep are withdrawn below.
+        inflight = self.inflight
+        for run in runs:
+            inflight.add(run)
         try:
             if self.fence is not None and not atomic:
                 # cluster: only the rows of schedules still ours are written, and only those run
@@ -682,6 +690,8 @@ class Admitter:
             else:
                 await self.ledger.insert(rows)
         except StoreUnavailableError as exc:
+            for run in runs:
+                inflight.remove(run)
             admitted.clear()
             admitted.failed = True
             if atomic:
@@ -701,8 +711,11 @@ class Admitter:
                     # unknown whether the claims landed when they were written with the rows
                     self._hole(schedule, slot, trigger, None if atomic else outcomes[i])
             return admitted
-        for run in admitted.runs:  # the ones written (keep above), not every one built
-            self.inflight.add(run)
+        if len(admitted.runs) < len(runs):  # some lost their slot or lease: not in flight
+            kept = {run.id for run in admitted.runs}
+            for run in runs:
+                if run.id not in kept:
+                    inflight.remove(run)
         if excluded_log:
             written_ids = {row.id for row in admitted.skipped}
             for row in excluded_log:
