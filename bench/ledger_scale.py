@@ -171,6 +171,7 @@ def queries(store: Store, rows: int) -> dict[str, Callable[[], Awaitable[Any]]]:
     middle = BASE + timedelta(seconds=rows // 2)
     return {
         "list": lambda: store.last_runs(everyone),
+        "latest": lambda: store.latest(everyone),
         "runs": lambda: store.list_runs(HOT, limit=100),
         "runs all": lambda: store.list_runs(None, limit=100),
         "runs page": lambda: store.list_runs(HOT, limit=100, before=middle),

@@ -370,6 +370,18 @@ class OutcomeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Latest:
+    """What a listing shows of each schedule it names (:meth:`~.store.base.Store.latest`),
+    read at one instant: its newest run of any trigger (a Run now or a range backfill
+    included), its newest clock-driven run, its newest outcome. A name without one is absent
+    from that map."""
+
+    newest: dict[str, RunRecord]
+    last: dict[str, RunRecord]
+    outcomes: dict[str, OutcomeRecord]
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRecord:
     """One row of ``_voltro_schedule_claims`` read back: a slot's claim, who holds it, since
     when (that replica's clock)."""

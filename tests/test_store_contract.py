@@ -688,9 +688,10 @@ async def test_lost_claims_log_nothing(store: SQLStore, caplog: pytest.LogCaptur
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-async def test_newest_runs_take_any_trigger(store: SQLStore) -> None:
+async def test_latest_reads_newest_of_any_trigger_and_last_clock_driven(store: SQLStore) -> None:
     """The dashboard's header: a Run now newer than every clock-driven row is the newest run
-    (``last_runs`` skips it), a backfilled old slot is not."""
+    (the last run skips it), a backfilled old slot is not; one statement answers both, and the
+    outcomes with them."""
     rows = [
         run("a", T0 + timedelta(minutes=2), RunStatus.SUCCEEDED),
         run("a", T0 + timedelta(minutes=9), RunStatus.FAILED, Trigger.MANUAL),  # Run now
@@ -699,12 +700,21 @@ async def test_newest_runs_take_any_trigger(store: SQLStore) -> None:
         run("c", T0 + timedelta(hours=1), RunStatus.SUCCEEDED, Trigger.MANUAL),  # manual only
     ]
     await store.insert_runs(rows)
-    newest = await store.newest_runs(["a", "b", "c", "zzz"])
-    assert {k: v.id for k, v in newest.items()} == {
+    latest = await store.latest(["a", "b", "c", "zzz"])
+    assert {k: v.id for k, v in latest.newest.items()} == {
         "a": rows[1].id,
         "b": rows[2].id,
         "c": rows[4].id,
     }
-    assert newest["a"] == rows[1]
-    assert {k: v.id for k, v in (await store.last_runs(["a", "c"])).items()} == {"a": rows[0].id}
-    assert await store.newest_runs([]) == {}
+    assert latest.newest["a"] == rows[1]
+    assert latest.last == await store.last_runs(["a", "b", "c", "zzz"])
+    assert {k: v.id for k, v in latest.last.items()} == {"a": rows[0].id, "b": rows[2].id}
+    assert latest.last["a"] == rows[0]
+    assert latest.outcomes == await store.outcomes(["a", "b", "c", "zzz"])
+    assert {k: v.run_id for k, v in latest.outcomes.items()} == {
+        "a": rows[1].id,
+        "b": rows[2].id,
+        "c": rows[4].id,
+    }
+    nothing = await store.latest([])
+    assert (nothing.newest, nothing.last, nothing.outcomes) == ({}, {}, {})

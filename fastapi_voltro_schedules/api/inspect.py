@@ -39,6 +39,7 @@ from ..listing import MAX_CURSOR_CHARS as LISTING_CURSOR_CHARS
 from ..listing import MAX_PAGE, ListingFilter
 from ..listing import decode_cursor as decode_listing_cursor
 from ..logs import logger
+from ..records import Latest
 from ..runtime_schedules import RUNTIME_SOURCE
 from .auth import (
     OPERATOR_ERRORS,
@@ -88,7 +89,6 @@ from .inspect_models import (
 if TYPE_CHECKING:
     from ..definition import Schedule
     from ..pauses import PauseView as PauseLookup
-    from ..records import OutcomeRecord, RunRecord
     from ..scheduling import Scheduling
 
 router = APIRouter(route_class=VoltroRoute, dependencies=[InspectAuth])
@@ -154,12 +154,9 @@ async def list_schedules(
     position = decode_listing_cursor(cursor or "")
     page, next_cursor = await scheduling.schedule_page(filters, position, limit)
     store = scheduling.store
-    names = [s.name for s in page]
-    # newest first: a row only moves forward, so the clock-driven run read after it is at least
-    # as far along — never "running" beside a newest run that already shows it ended
-    newest = await store.newest_runs(names) if store is not None else {}
-    last = await store.last_runs(names) if store is not None else {}
-    outcomes = await store.outcomes(names) if store is not None else {}
+    # one statement for both runs of each schedule (one snapshot: never "running" beside a
+    # newest run that already shows it ended), the outcomes in the same transaction
+    latest = await store.latest([s.name for s in page]) if store is not None else NOTHING_YET
     now = scheduling.clock.now()
     pauses = await scheduling.current_pauses()
     fleet = pauses.fleet()
@@ -169,35 +166,28 @@ async def list_schedules(
         fires_here=scheduling.fires_here,
         now=iso_z(now),
         pause_all=None if fleet is None else PauseView.of(fleet),
-        schedules=[
-            schedule_view(
-                scheduling,
-                s,
-                last.get(s.name),
-                pauses,
-                now,
-                newest=newest.get(s.name),
-                outcome=outcomes.get(s.name),
-            )
-            for s in page
-        ],
+        schedules=[schedule_view(scheduling, s, latest, pauses, now) for s in page],
         next_cursor=next_cursor,
     )
+
+
+NOTHING_YET = Latest({}, {}, {})
+"""Before the scheduler runs there is no ledger to read: no schedule has a run."""
 
 
 def schedule_view(
     scheduling: Scheduling,
     schedule: Schedule,
-    previous: RunRecord | None,
+    latest: Latest,
     pauses: PauseLookup,
     now: datetime,
-    *,
-    newest: RunRecord | None = None,
-    outcome: OutcomeRecord | None = None,
 ) -> ScheduleView:
-    """One schedule as the listing (and the detail route) shows it. ``previous`` is its newest
-    clock-driven run, ``newest`` its newest run of any trigger, ``outcome`` its newest
-    outcome."""
+    """One schedule as the listing (and the detail and write routes) shows it, with its runs
+    and outcome looked up in ``latest`` (:meth:`~..store.base.Store.latest`)."""
+    name = schedule.name
+    previous = latest.last.get(name)  # its newest clock-driven run
+    newest = latest.newest.get(name)  # its newest run of any trigger
+    outcome = latest.outcomes.get(name)
     engine = scheduling.engine
     trigger = scheduling.trigger_of(schedule)
     next_firing = engine.next_firing(schedule.name) if engine is not None else None
@@ -318,19 +308,10 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     if schedule is None:
         raise ScheduleNotFoundError(name)
     store = scheduling.running_store()
-    newest = await store.newest_runs([name])  # first: see the listing
-    last = await store.last_runs([name])
-    outcome = (await store.outcomes([name])).get(name)
+    latest = await store.latest([name])
     versions = (await store.definitions([name])).get(name, [])
-    now = scheduling.clock.now()
     view = schedule_view(
-        scheduling,
-        schedule,
-        last.get(name),
-        await scheduling.current_pauses(),
-        now,
-        newest=newest.get(name),
-        outcome=outcome,
+        scheduling, schedule, latest, await scheduling.current_pauses(), scheduling.clock.now()
     )
     return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])
 

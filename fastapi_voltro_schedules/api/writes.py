@@ -104,18 +104,12 @@ async def put_schedule(
         field = ".".join(to_camel(part) for part in error.field.split("."))
         raise InvalidScheduleError(str(error), field=field) from None
     response.status_code = 201 if result.created else 200
-    store = scheduling.running_store()
-    last = await store.last_runs([name])
-    newest = await store.newest_runs([name])
-    outcome = (await store.outcomes([name])).get(name)
     return schedule_view(
         scheduling,
         result.schedule,
-        last.get(name),
+        await scheduling.running_store().latest([name]),
         await scheduling.current_pauses(),
         scheduling.clock.now(),
-        newest=newest.get(name),
-        outcome=outcome,
     )
 
 

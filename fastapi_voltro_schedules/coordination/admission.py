@@ -712,9 +712,9 @@ class Admitter:
                     self._hole(schedule, slot, trigger, None if atomic else outcomes[i])
             return admitted
         if len(admitted.runs) < len(runs):  # some lost their slot or lease: not in flight
-            kept = {run.id for run in admitted.runs}
+            written = {run.id for run in admitted.runs}
             for run in runs:
-                if run.id not in kept:
+                if run.id not in written:
                     inflight.remove(run)
         if excluded_log:
             written_ids = {row.id for row in admitted.skipped}

@@ -26,6 +26,7 @@ from ..records import (
     TERMINAL_STATUSES,
     ClaimRecord,
     DefinitionRecord,
+    Latest,
     OutcomeRecord,
     PauseRecord,
     RowWrite,
@@ -339,10 +340,12 @@ class Store(abc.ABC):
         """:meth:`last_run` for many schedules in one query; names without a row are absent."""
 
     @abc.abstractmethod
-    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        """Each name's run with the newest ``scheduled_at`` (then the newest ``id``), **any**
-        trigger — a Run now or a range backfill included: the first row of its runs list. One
-        query per chunk of names; names without a row are absent."""
+    async def latest(self, names: Collection[str]) -> Latest:
+        """What a listing shows of each name, in one transaction per chunk of names: its run
+        with the newest ``scheduled_at`` (then the newest ``id``) of **any** trigger — a Run
+        now or a range backfill included: the first row of its runs list —, its
+        :meth:`last_run` (one statement reads both, a row once when they are the same) and its
+        :meth:`outcomes` entry."""
 
     @abc.abstractmethod
     async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
@@ -548,6 +551,7 @@ __all__ = [
     "ClaimRecord",
     "D",
     "DefinitionRecord",
+    "Latest",
     "LineDecision",
     "OutcomeRecord",
     "PauseRecord",

@@ -37,6 +37,7 @@ from .base import (
     ClaimRecord,
     D,
     DefinitionRecord,
+    Latest,
     LineDecision,
     OutcomeRecord,
     PauseRecord,
@@ -530,8 +531,8 @@ class InstrumentedStore(Store):
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         return await self._counted("last_runs", self._inner.last_runs(names))
 
-    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        return await self._counted("newest_runs", self._inner.newest_runs(names))
+    async def latest(self, names: Collection[str]) -> Latest:
+        return await self._counted("latest", self._inner.latest(names))
 
     async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
         return await self._counted("outcomes", self._inner.outcomes(names))

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..enums import RunStatus, Trigger
 from . import statements as q
-from .base import OutcomeRecord, RunRecord
+from .base import Latest, OutcomeRecord, RunRecord
 from .sql_connections import SQLConnections, aware
 
 if TYPE_CHECKING:
@@ -84,8 +84,38 @@ class SQLReads(SQLConnections):
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
         return await self._newest_per_name("last_runs", q.last_runs, names)
 
-    async def newest_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        return await self._newest_per_name("newest_runs", q.newest_runs, names)
+    async def latest(self, names: Collection[str]) -> Latest:
+        ordered = list(dict.fromkeys(names))
+        latest = Latest({}, {}, {})
+        dialect = self.engine.dialect.name
+        runs = q.latest_runs(dialect)
+        for start in range(0, len(ordered), q.NAME_CHUNK):
+            chunk = ordered[start : start + q.NAME_CHUNK]
+            params = q.last_runs_params(chunk, dialect)
+            states = q.states_of(chunk, dialect)
+
+            async def work(
+                conn: AsyncConnection, params: dict[str, Any] = params, states: Any = states
+            ) -> Latest:
+                found = Latest({}, {}, {})
+                for row in await conn.execute(runs, params):
+                    fields = row._mapping
+                    record = RunRecord.from_row(fields)
+                    if fields["is_newest"]:
+                        found.newest[record.name] = record
+                    if fields["is_last"]:
+                        found.last[record.name] = record
+                for row in await conn.execute(states):
+                    outcome = OutcomeRecord.from_row(row._mapping)
+                    found.outcomes[outcome.name] = outcome
+                return found
+
+            # each chunk's answer kept only once its attempt succeeded (a retry reads it again)
+            found = await self._attempt("latest", work, write=False)
+            latest.newest.update(found.newest)
+            latest.last.update(found.last)
+            latest.outcomes.update(found.outcomes)
+        return latest
 
     async def _newest_per_name(
         self,

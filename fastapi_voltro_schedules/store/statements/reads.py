@@ -10,7 +10,18 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, String, and_, any_, bindparam, or_, select, text, union_all
+from sqlalchemy import (
+    Select,
+    String,
+    and_,
+    any_,
+    bindparam,
+    column,
+    or_,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.selectable import TextualSelect
 
@@ -211,33 +222,58 @@ def last_runs(dialect_name: str) -> TextualSelect:
 
 
 @cache
-def newest_runs(dialect_name: str) -> TextualSelect:
-    """The newest row of each name, any trigger: :func:`last_runs` without the trigger filter,
-    so the probe stops at the first index entry. Same ``:names`` parameter."""
-    return _newest_per_name(dialect_name, clock_only=False)
+def latest_runs(dialect_name: str) -> TextualSelect:
+    """:func:`last_runs` and each name's newest row of any trigger, in one statement (what a
+    listing page shows): each name's two picks, then the rows they name, each row once — for
+    most schedules the newest run is its newest clock-driven one. Two more columns say which
+    pick a row is (``is_newest``, ``is_last``). Same ``:names`` parameter."""
+    newest = _pick(dialect_name, clock_only=False)
+    last = _pick(dialect_name, clock_only=True)
+    # MariaDB's planner reads the whole table for a join on ``IN`` over two columns unless
+    # told the primary key serves it (then it checks the range per row: two probes)
+    hint = " FORCE INDEX (PRIMARY)" if dialect_family(dialect_name) == "mysql" else ""
+    sql = (
+        f"SELECT {_columns(dialect_name)}, "
+        "CASE WHEN r.id = picks.newest THEN 1 ELSE 0 END AS is_newest, "
+        "CASE WHEN r.id = picks.last THEN 1 ELSE 0 END AS is_last "
+        f"FROM (SELECT ({newest}) AS newest, ({last}) AS last "
+        f"FROM {_names_source(dialect_name)}) AS picks "
+        f"JOIN {runs_table.name} AS r{hint} ON r.id IN (picks.newest, picks.last)"
+    )
+    return text(sql).columns(*runs_table.c, column("is_newest"), column("is_last"))
 
 
 def _newest_per_name(dialect_name: str, *, clock_only: bool) -> TextualSelect:
-    table = runs_table.name
+    pick = _pick(dialect_name, clock_only=clock_only)
+    sql = (
+        f"SELECT {_columns(dialect_name)} FROM (SELECT ({pick}) AS pick "
+        f"FROM {_names_source(dialect_name)}) AS picks "
+        f"JOIN {runs_table.name} AS r ON r.id = picks.pick"
+    )
+    return text(sql).columns(*runs_table.c)
+
+
+def _columns(dialect_name: str) -> str:
+    if dialect_family(dialect_name) == "mysql":
+        return ", ".join(f"r.`{c.name}`" for c in runs_table.c)
+    return ", ".join(f'r."{c.name}"' for c in runs_table.c)
+
+
+def _pick(dialect_name: str, *, clock_only: bool) -> str:
+    """The id of ``n.name``'s newest row (``clock_only``: its newest clock-driven one), read
+    by walking ``ix_voltro_runs_name_scheduled`` backwards."""
     clock = ", ".join(f"'{t.value}'" for t in CLOCK_TRIGGERS)
-    columns = ", ".join(f'r."{c.name}"' for c in runs_table.c)
     hint = ""
     if dialect_family(dialect_name) == "mysql":
-        columns = ", ".join(f"r.`{c.name}`" for c in runs_table.c)
         trigger = "p.`trigger`"
         hint = f" FORCE INDEX ({BY_NAME_INDEX})"  # see _force_index
     else:
         trigger = 'p."trigger"'
     only = f" AND {trigger} IN ({clock})" if clock_only else ""
-    pick = (
-        f"SELECT p.id FROM {table} AS p{hint} WHERE p.name = n.name{only} "
+    return (
+        f"SELECT p.id FROM {runs_table.name} AS p{hint} WHERE p.name = n.name{only} "
         "ORDER BY p.scheduled_at DESC, p.id DESC LIMIT 1"
     )
-    sql = (
-        f"SELECT {columns} FROM (SELECT ({pick}) AS pick FROM {_names_source(dialect_name)}) "
-        f"AS picks JOIN {table} AS r ON r.id = picks.pick"
-    )
-    return text(sql).columns(*runs_table.c)
 
 
 def last_runs_params(names: Sequence[str], dialect_name: str) -> dict[str, Any]:
