@@ -133,20 +133,22 @@ async def fill(engine: AsyncEngine, schedules: int, rows: int, reuse: bool) -> d
 
 
 @contextmanager
-def served(url: str, schedules: int, log: Path) -> Iterator[tuple[str, float]]:
+def served(url: str, schedules: int, log: Path, workers: int = 1) -> Iterator[tuple[str, float]]:
     port = _free_port()
     env = {
         **os.environ,
         "VOLTRO_DATABASE_URL": url,
         "VOLTRO_INSPECT_TOKEN": TOKEN,
         "VOLTRO_BENCH_SCHEDULES": str(schedules),
-        "VOLTRO_REPLICA_ID": "bench-listing",
     }
+    if workers == 1:
+        env["VOLTRO_REPLICA_ID"] = "bench-listing"
+    # else each worker process is a replica of its own (the default id: host and pid)
     started = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "bench.listing_app:app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
+             "--port", str(port), "--log-level", "warning", "--workers", str(workers)],
             env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
@@ -161,6 +163,18 @@ def served(url: str, schedules: int, log: Path) -> Iterator[tuple[str, float]]:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.2)
+            # every worker booted: each answers with its own replica id (a worker accepts
+            # connections once its lifespan has started)
+            seen: set[str] = set()
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            for _ in range(3000):
+                if len(seen) >= workers:
+                    break
+                with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+                    answer = client.get(f"{LIST}?limit=1")
+                    if answer.status_code == 200:
+                        seen.add(answer.json()["replicaId"])
+                time.sleep(0.05)
             yield base, time.perf_counter() - started
         finally:
             proc.terminate()
@@ -240,6 +254,12 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dashboard", action="store_true", help="also time the dashboard")
     parser.add_argument("--limit", type=int, default=100, help="schedules / runs per page")
     parser.add_argument("--fill-only", action="store_true", help="fill the ledger and stop")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (each a replica of the app on the one ledger)",
+    )
     args = parser.parse_args(argv)
     n = args.schedules
     engine = create_async_engine(args.postgres_url, poolclass=NullPool)
@@ -269,7 +289,7 @@ async def main(argv: list[str] | None = None) -> None:
     }
     with (
         tempfile.TemporaryDirectory() as tmp,
-        served(args.postgres_url, n, Path(tmp) / "app.log") as (base, boot),
+        served(args.postgres_url, n, Path(tmp) / "app.log", args.workers) as (base, boot),
     ):
         print(f"app booted with {n:,} schedules in {boot:.1f} s", flush=True)
         rows = []
@@ -280,7 +300,8 @@ async def main(argv: list[str] | None = None) -> None:
         dash = dashboard_load(base) if args.dashboard else None
     print(
         f"\n## listing  {n:,} schedules, {args.rows:,} ledger rows, Postgres, "
-        f"{args.concurrency} concurrent, {args.seconds:g} s each\n"
+        f"{args.concurrency} concurrent, {args.seconds:g} s each, "
+        f"{args.workers} worker process{'es' if args.workers > 1 else ''}\n"
     )
     print("| request | requests | p50 ms | p99 ms | max ms | non-200 |")
     print("|---|---|---|---|---|---|")
