@@ -237,6 +237,26 @@ async def test_heartbeat_bumps_a_long_run_and_not_a_short_one(sqlite_url: str) -
     assert short_row.heartbeat_at is None
 
 
+async def rows_once(s: Scheduling, name: str, n: int) -> list[RunRecord]:
+    """``name``'s rows, once there are ``n``."""
+
+    async def counted() -> bool:
+        return len(await runs_of(s, name)) == n
+
+    await wait_until(counted, what=f"{n} rows of {name}")
+    return await runs_of(s, name)
+
+
+async def rows_ended(s: Scheduling, name: str) -> list[RunRecord]:
+    """``name``'s rows, once every one is terminal."""
+
+    async def ended() -> bool:
+        return all(r.status.terminal for r in await runs_of(s, name))
+
+    await wait_until(ended, what=f"every row of {name} terminal")
+    return await runs_of(s, name)
+
+
 @pytest.mark.parametrize("policy", ["skip", "parallel"])
 async def test_overlap_skip_and_parallel(
     sqlite_url: str, policy: str, caplog: pytest.LogCaptureFixture
@@ -252,20 +272,11 @@ async def test_overlap_skip_and_parallel(
         async with running([slow], sqlite_url, clock) as s:
             await clock.advance(30)
 
-            async def count(n: int) -> bool:
-                return len(await runs_of(s, "slow")) == n
-
-            await wait_until(lambda: count(1))
+            await rows_once(s, "slow", 1)
             await clock.advance(60)
-            await wait_until(lambda: count(2))
-            rows = await runs_of(s, "slow")
+            rows = await rows_once(s, "slow", 2)
             release.set()
-
-            async def settled() -> bool:
-                return all(r.status.terminal for r in await runs_of(s, "slow"))
-
-            await wait_until(settled)
-            final = await runs_of(s, "slow")
+            final = await rows_ended(s, "slow")
     assert rows[0].status is RunStatus.RUNNING
     if policy == "skip":
         assert rows[1].status is RunStatus.SKIPPED and rows[1].scheduled_at == minute(1)
@@ -318,18 +329,9 @@ async def test_overlap_skip_holds_from_before_the_row_is_written(
         await clock.advance(60)
         await wait_until(lambda: _true(len(asked) == 2), what="the second slot's overlap check")
         gate.set()
-
-        async def count(n: int) -> bool:
-            return len(await runs_of(s, "slow")) == n
-
-        await wait_until(lambda: count(2))
-        rows = await runs_of(s, "slow")
+        rows = await rows_once(s, "slow", 2)
         release.set()
-
-        async def settled() -> bool:
-            return all(r.status.terminal for r in await runs_of(s, "slow"))
-
-        await wait_until(settled)
+        await rows_ended(s, "slow")
     assert asked[0] is None and asked[1] is not None and asked[1].id == rows[0].id
     assert [r.status for r in rows] == [RunStatus.RUNNING, RunStatus.SKIPPED]
 
