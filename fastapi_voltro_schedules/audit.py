@@ -33,6 +33,13 @@ The three findings:
 
 An excluded slot (``exclude=``: a listed day, a holiday) is not a finding: the engine records
 it ``skipped`` with ``error_tag="excluded"`` — the slot's row — and the report counts them.
+
+A ``record="failures"`` schedule's successes have no rows: each is counted in its slot's UTC
+hour (``_voltro_schedule_rollups``). The slots of an hour without a row are accounted for when
+the hour's count covers them all; otherwise every one of them is reported a gap (with the
+count in the detail). The report counts the successes so accounted for (``rolledUp``). A
+rolled-up success cannot be told from its slot's other rows, so a slot that succeeded twice
+without rows is not reported a duplicate — the claims elect each slot exactly as for rows.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -54,7 +61,7 @@ from .exclusions import EXCLUDED_TAG
 from .pauses import NO_PAUSES, PauseView, RecordedPauses
 from .planning import DEAD_AFTER_BEATS, is_live
 from .runtime_schedules import audited_runtime
-from .store.base import CLOCK_TRIGGERS, LIVE_STATUSES, RunRecord, Store
+from .store.base import CLOCK_TRIGGERS, LIVE_STATUSES, RollupRecord, RunRecord, Store
 
 RAN_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED}
@@ -64,6 +71,8 @@ MAX_OCCURRENCES = 1_000_000
 """Occurrences one schedule may have in an audited range (an every-second schedule: 11 days)."""
 PAGE = 5000
 """Rows per ledger read."""
+MAX_ROLLUPS = 10_000_000
+"""Hourly rollup rows one audit reads (a year of 1,000 ``record="failures"`` schedules)."""
 
 
 class FindingKind(StrEnum):
@@ -112,6 +121,9 @@ class AuditReport:
     excluded: int = 0
     """Slots recorded ``skipped`` on an excluded day (``error_tag="excluded"``): each is the
     slot's row, not a problem — counted so the report says why those slots did not run."""
+    rolled_up: int = 0
+    """Owed slots without a row that their hour's rollup accounts for (``record="failures"``:
+    successes counted, not recorded)."""
 
     @property
     def clean(self) -> bool:
@@ -141,6 +153,7 @@ class AuditReport:
             "gapChecked": list(self.gap_checked),
             "clean": self.clean,
             "excluded": self.excluded,
+            "rolledUp": self.rolled_up,
             "counts": {kind.value: len(self.of(kind)) for kind in FindingKind},
             "findings": [f.to_json() for f in self.findings],
         }
@@ -148,6 +161,8 @@ class AuditReport:
     def text(self) -> str:
         counts = ", ".join(f"{len(self.of(k))} {k.value}" for k in FindingKind)
         excluded = f" ({self.excluded} skipped on excluded days)" if self.excluded else ""
+        if self.rolled_up:
+            excluded += f" ({self.rolled_up} successes rolled up per hour)"
         head = (
             f"ledger audit ({iso_z(self.start)}, {iso_z(self.end)}]: {self.rows} rows{excluded}, "
             f"gaps checked for {len(self.gap_checked)} self schedule(s): "
@@ -167,6 +182,7 @@ def audit(
     first_seen: Mapping[str, datetime] | None = None,
     versions: Versions = NO_VERSIONS,
     pauses: PauseView = NO_PAUSES,
+    rollups: Iterable[RollupRecord] = (),
 ) -> AuditReport:
     """The findings in ``rows`` (the ledger's rows with ``start < scheduled_at <= end``).
 
@@ -174,7 +190,8 @@ def audit(
     spans their ``versions`` own, or — a schedule with no version recorded — from
     ``first_seen[name]`` (its first clock-driven row in the whole ledger; a schedule without
     one is not gap-checked) or ``start``, whichever is later; never inside a span ``pauses``
-    holds. ``now`` is the ledger's clock (the database's, in :func:`audit_ledger`). Pure.
+    holds. ``now`` is the ledger's clock (the database's, in :func:`audit_ledger`).
+    ``rollups``: the hourly success counts of the range's hours (``record="failures"``). Pure.
     """
     if start >= end:
         raise ValueError(f"audit: from ({iso_z(start)}) must be before to ({iso_z(end)})")
@@ -226,6 +243,8 @@ def audit(
             )
     horizon: datetime = min(end, now - silence)
     checked: list[str] = []
+    counted = {(r.name, r.hour): r.succeeded for r in rollups}
+    rolled_up = 0
     for schedule in self_schedules:
         windows = _owed_windows(schedule, versions, first_seen.get(schedule.name), start, horizon)
         if windows is None:
@@ -240,15 +259,30 @@ def audit(
                     f"audit: {schedule.name!r} has more than {MAX_OCCURRENCES:,} occurrences "
                     "in the range — audit a shorter one (--from/--to)"
                 )
+            holes: dict[datetime, list[datetime]] = defaultdict(list)
             for at in pauses.unpaused(schedule.name, occurrences):
                 if (schedule.name, at) not in slots:
-                    findings.append(
-                        Finding(
-                            FindingKind.GAP, schedule.name, at, (), "no row for this occurrence"
-                        )
-                    )
+                    holes[_hour_of(at)].append(at)
+            for hour, missing in holes.items():
+                succeeded = counted.get((schedule.name, hour), 0)
+                if len(missing) <= succeeded:
+                    rolled_up += len(missing)
+                    continue
+                detail = "no row for this occurrence" + (
+                    f" ({succeeded} successes of its hour rolled up, {len(missing)} slots "
+                    "of it without a row)"
+                    if succeeded
+                    else ""
+                )
+                findings += [
+                    Finding(FindingKind.GAP, schedule.name, at, (), detail) for at in missing
+                ]
     findings.sort(key=lambda f: (f.scheduled_at, f.name, f.kind.value))
-    return AuditReport(start, end, now, count, tuple(checked), tuple(findings), excluded)
+    return AuditReport(start, end, now, count, tuple(checked), tuple(findings), excluded, rolled_up)
+
+
+def _hour_of(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 async def audit_ledger(
@@ -313,6 +347,10 @@ async def audit_ledger(
         first_seen=first_seen,
         versions=versions,
         pauses=RecordedPauses(await store.pause_spans()),
+        # many names: every schedule's hours (one range read) rather than a huge IN list
+        rollups=await store.rollups(
+            names if len(names) <= 1000 else None, _hour_of(start), end, limit=MAX_ROLLUPS
+        ),
     )
 
 

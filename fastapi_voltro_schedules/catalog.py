@@ -48,7 +48,7 @@ from .clock import iso_z
 from .definition import Schedule
 from .definitions import RECORD_ATTEMPTS, Versions, definition_record
 from .engine import Engine
-from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
+from .enums import BackfillPolicy, OverlapPolicy, RecordPolicy, TriggerMode
 from .errors import DeclaredInCodeError, ScheduleNotFoundError, StoreUnavailableError
 from .handlers import NamedHandler
 from .logs import logger
@@ -201,6 +201,7 @@ class Catalog:
         max_runtime_ms: int | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         exclude: object = None,
+        record: RecordPolicy | str | None = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` (see the module docstring).
@@ -220,6 +221,7 @@ class Catalog:
             max_runtime_ms=max_runtime_ms,
             retry=retry_policy(name, retry),
             exclude=exclude,
+            record=record,
         )
         async with self._writing_name(name):
             # First try on what this replica knows (boot's read, its own writes, what it

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .cron import CronSpec
+from .enums import RecordPolicy
 from .logs import logger
 from .planning import CATCH_UP_CAP, passed_slots
 from .store.base import DefinitionRecord
@@ -100,6 +101,7 @@ def definition_record(
         retry_backoff_ms=None if retry is None else retry.backoff_ms,
         retry_max_backoff_ms=None if retry is None else retry.max_backoff_ms,
         exclude=schedule.exclude.to_json() if schedule.exclude else None,
+        record=None if schedule.record is RecordPolicy.ALL else schedule.record.value,
     )
 
 

@@ -102,6 +102,19 @@ class BackfillPolicy(StrEnum):
     """Run every passed slot, in order, each with its own ``scheduled_at``."""
 
 
+class RecordPolicy(StrEnum):
+    """Which runs of a schedule keep a row of their own in the ledger once they are over."""
+
+    ALL = "all"
+    """Every run keeps its row (the default)."""
+    FAILURES = "failures"
+    """A clock-driven (``self``/``external``) run that succeeded is counted in its hour's
+    rollup (``_voltro_schedule_rollups``: how many, total and longest duration) instead: its
+    row is deleted once a newer success of the schedule replaces it, so the schedule's newest
+    success is always a row. Failures, timeouts, ``skipped``, ``missed`` and ``manual`` runs
+    keep their rows; claims elect each slot exactly as under ``all``."""
+
+
 class Reprocess(StrEnum):
     """Which slots of a range backfill run, by what the ledger already says of each. A slot
     with nothing recorded runs under every policy (that is what a backfill is for); a slot

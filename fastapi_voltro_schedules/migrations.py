@@ -45,6 +45,7 @@ from .models import (
     MEMBERS_TABLE,
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
+    ROLLUPS_TABLE,
     RUNS_TABLE,
     STATE_TABLE,
     UTCDateTime,
@@ -87,6 +88,7 @@ VOLTRO_TABLES: frozenset[str] = frozenset(
         MEMBERS_TABLE,
         LEASES_TABLE,
         STATE_TABLE,
+        ROLLUPS_TABLE,
     }
 )
 """The only tables our migrations create, compare or drop."""

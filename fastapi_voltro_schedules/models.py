@@ -37,13 +37,14 @@ MEMBERS_TABLE = "_voltro_schedule_members"
 LEASES_TABLE = "_voltro_schedule_leases"
 DEFINITIONS_TABLE = "_voltro_schedule_definitions"
 STATE_TABLE = "_voltro_schedule_state"
+ROLLUPS_TABLE = "_voltro_schedule_rollups"
 ALEMBIC_VERSION_TABLE = "_voltro_alembic_version"
 
 voltro_metadata = MetaData()
 """The metadata holding ``_voltro_schedule_runs``, ``_voltro_schedule_claims``,
 ``_voltro_schedule_pauses``, ``_voltro_schedule_pause_spans``, ``_voltro_schedule_definitions``,
-``_voltro_schedule_state`` and the cluster tables ``_voltro_schedule_members`` and
-``_voltro_schedule_leases``."""
+``_voltro_schedule_state``, ``_voltro_schedule_rollups`` and the cluster tables
+``_voltro_schedule_members`` and ``_voltro_schedule_leases``."""
 
 
 def bind_utc(value: datetime | None, dialect_name: str) -> Any:
@@ -265,6 +266,9 @@ class ScheduleDefinition(_VoltroModel, table=True):
     exclude: str | None = Field(default=None, sa_type=Text, nullable=True)
     """The days the version does not run (dates, holidays specs) as canonical JSON (``NULL``:
     none). Added by migration 0011."""
+    record: str | None = Field(default=None, sa_type=String(16), nullable=True)
+    """``failures``: the version rolls its successes up per hour (``NULL``: every run keeps
+    its row). Added by migration 0013."""
 
 
 class ScheduleState(_VoltroModel, table=True):
@@ -289,6 +293,21 @@ class ScheduleState(_VoltroModel, table=True):
     last_status: str = Field(sa_type=String(16), nullable=False)
 
 
+class ScheduleRollup(_VoltroModel, table=True):
+    """The successes of one schedule's slots in one UTC hour that have no row of their own
+    (``record="failures"``): how many, their summed and their longest run time. A success is
+    counted here in the transaction that deletes its row — each success is a row or a count,
+    never both. Retention prunes the hours older than it keeps rows. Added by migration 0013."""
+
+    __tablename__ = ROLLUPS_TABLE
+
+    name: str = Field(sa_type=String(200), primary_key=True)
+    hour: datetime = Field(sa_type=UTCDateTime, primary_key=True)
+    succeeded: int = Field(default=0, sa_type=BigInteger, nullable=False)
+    total_ms: int = Field(default=0, sa_type=BigInteger, nullable=False)
+    max_ms: int = Field(default=0, sa_type=BigInteger, nullable=False)
+
+
 runs_table = ScheduleRun.__table__  # type: ignore[attr-defined]
 claims_table = ScheduleClaim.__table__  # type: ignore[attr-defined]
 pauses_table = SchedulePause.__table__  # type: ignore[attr-defined]
@@ -297,6 +316,7 @@ members_table = ScheduleMember.__table__  # type: ignore[attr-defined]
 leases_table = ScheduleLease.__table__  # type: ignore[attr-defined]
 definitions_table = ScheduleDefinition.__table__  # type: ignore[attr-defined]
 state_table = ScheduleState.__table__  # type: ignore[attr-defined]
+rollups_table = ScheduleRollup.__table__  # type: ignore[attr-defined]
 
 
 CLAIM_KEY_SECOND = "%Y-%m-%dT%H:%M:%S"

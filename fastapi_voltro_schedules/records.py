@@ -183,6 +183,10 @@ class RunOutcome:
     retry_at: datetime | None = None
     """Set when the failure is not final: the slot's next attempt is due then (the row stays
     ``running``; see :mod:`.retries`). ``status`` is then ``failed``: the attempt's own."""
+    roll_up: bool = False
+    """A success of a ``record="failures"`` schedule's clock-driven run: the store marks the
+    row :data:`ROLLED_UP_TAG` and folds the schedule's older marked rows into the hourly
+    rollup (:meth:`Store.finish_runs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,26 @@ class RowWrite:
     expect_replica_id: str
     expect_heartbeat_at: datetime | None
     values: dict[str, object]
+
+
+ROLLED_UP_TAG = "rollup"
+"""``error_tag`` of a ``succeeded`` row that a newer success of its schedule folds into the
+hourly rollup (``record="failures"``): the row is kept only while it is the newest."""
+
+
+@dataclass(frozen=True, slots=True)
+class RollupRecord:
+    """One row of ``_voltro_schedule_rollups``: the successes of one schedule's slots in one
+    UTC hour that no longer have a row of their own (``record="failures"``)."""
+
+    name: str
+    hour: datetime
+    """The hour's first instant (UTC): the rollup counts slots in ``[hour, hour + 1h)``."""
+    succeeded: int
+    total_ms: int
+    """Their summed run time (``finished_at - fired_at``), milliseconds."""
+    max_ms: int
+    """The longest of them, milliseconds."""
 
 
 ALL_SCHEDULES = "*"
@@ -276,6 +300,9 @@ class DefinitionRecord:
     exclude: str | None = None
     """The days the version does not run, as canonical JSON (``None``: none; migration 0011,
     :meth:`.exclusions.Exclusions.to_json`)."""
+    record: str | None = None
+    """``failures`` when the version rolls its successes up (``None``: every run keeps its
+    row; migration 0013)."""
 
     def same_definition(self, other: DefinitionRecord) -> bool:
         """Whether ``other`` defines the same slots and work (name, version, instant and
@@ -301,6 +328,8 @@ class DefinitionRecord:
             else f"{self.retry_attempts}/{self.retry_backoff_ms}/{self.retry_max_backoff_ms}",
             # no exclusion reads as the versions written before exclusions existed
             self.exclude or "",
+            # every run recorded reads as the versions written before rollups existed
+            self.record or "",
         )
 
     def row(self) -> dict[str, Any]:
@@ -323,6 +352,7 @@ class DefinitionRecord:
             "retry_backoff_ms": self.retry_backoff_ms,
             "retry_max_backoff_ms": self.retry_max_backoff_ms,
             "exclude": self.exclude,
+            "record": self.record,
         }
 
     @classmethod
@@ -335,10 +365,12 @@ class DefinitionRecord:
 __all__ = [
     "CLOCK_TRIGGERS",
     "LIVE_STATUSES",
+    "ROLLED_UP_TAG",
     "RUN_COLUMNS",
     "TERMINAL_STATUSES",
     "DefinitionRecord",
     "PauseRecord",
+    "RollupRecord",
     "RowWrite",
     "RunOutcome",
     "RunRecord",

@@ -19,9 +19,10 @@ import anyio
 
 from .clock import iso_z
 from .context import FiringRef, FiringStarter, ScheduleContext, WorkflowStarter
-from .enums import RunStatus
+from .enums import RecordPolicy, RunStatus
 from .errors import HandoffError, StoreUnavailableError
 from .logs import logger, run_fields
+from .records import CLOCK_TRIGGERS
 from .retries import plan_retry
 from .store import RunOutcome
 from .tracing import RunSpans, run_spans
@@ -183,6 +184,9 @@ class Runner:
                 scheduled_at=run.scheduled_at,
                 fired_at=run.fired_at,
                 attempt=run.attempt,
+                # manual runs (Run now, a range backfill's re-runs) keep their rows: an
+                # operator asked for each, and a backfill reads the succeeded ones back
+                roll_up=schedule.record is RecordPolicy.FAILURES and run.trigger in CLOCK_TRIGGERS,
             )
         now = self.clock.now()
         trace: str | None = None

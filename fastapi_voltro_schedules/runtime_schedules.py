@@ -26,7 +26,7 @@ from typing import Any
 
 from .cron import CronSpec
 from .definition import DEFAULT_MAX_RUNTIME_MS, NAME_RE, Schedule, define_schedule
-from .enums import BackfillPolicy, OverlapPolicy, TriggerMode
+from .enums import BackfillPolicy, OverlapPolicy, RecordPolicy, TriggerMode
 from .errors import InvalidCronError, InvalidScheduleError, ScheduleDefinitionError, shown
 from .exclusions import ExcludeError, Exclusions, exclusions_from_json, parse_exclude
 from .handlers import NamedHandler
@@ -149,11 +149,12 @@ def build_runtime_schedule(
     max_runtime_ms: object = None,
     retry: object = None,
     exclude: object = None,
+    record: object = None,
 ) -> Schedule:
     """The :class:`Schedule` a ``put_schedule`` call describes, every field checked first:
     :class:`InvalidScheduleError` names the first bad field (``name``, ``cron``,
     ``timezone``, ``handler``, ``args``, ``on_overlap``, ``backfill``, ``max_runtime_ms``,
-    ``retry``, ``exclude``/``exclude[i]``). ``retry`` ``None``: the handler's own policy
+    ``retry``, ``exclude``/``exclude[i]``, ``record``). ``retry`` ``None``: the handler's own policy
     (``define_handler(retry=...)``). ``exclude``: what :func:`.exclusions.parse_exclude`
     reads, as data only (dates, holidays specs or ``holidays`` calendars) — a run-time
     schedule is rebuilt from its stored version on every replica."""
@@ -211,6 +212,9 @@ def build_runtime_schedule(
             "backoff_ms=1000, max_backoff_ms=60000) or omit it",
         )
     exclusions = runtime_exclude(name, exclude)
+    recording = _choice(
+        name, "record", RecordPolicy.ALL if record is None else record, RecordPolicy
+    )
     named = handlers[handler]
     schedule = define_schedule(
         name=name,
@@ -223,6 +227,7 @@ def build_runtime_schedule(
         max_runtime_ms=max_runtime_ms,
         retry=retry if retry is not None else named.retry,
         exclude=exclusions,
+        record=recording,
     )
     return replace(
         schedule, args=values, source=RUNTIME_SOURCE, handler_ref=named.name, module=named.module
@@ -314,6 +319,7 @@ def schedule_from_record(
         max_runtime_ms=record.max_runtime_ms,
         retry=record_retry(record),
         exclude=exclusions_from_json(record.exclude),
+        record=record.record,
     )
 
 

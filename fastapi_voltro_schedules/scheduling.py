@@ -43,7 +43,14 @@ from .definition import Schedule
 from .definitions import NO_VERSIONS, Versions, record_versions
 from .discovery import check_unique_names, discover_handlers, discover_schedules
 from .engine import Engine
-from .enums import BackfillPolicy, Coordination, OverlapPolicy, Reprocess, TriggerMode
+from .enums import (
+    BackfillPolicy,
+    Coordination,
+    OverlapPolicy,
+    RecordPolicy,
+    Reprocess,
+    TriggerMode,
+)
 from .errors import (
     ConfigurationError,
     ScheduleNotFoundError,
@@ -476,6 +483,7 @@ class Scheduling:
         max_runtime_ms: int | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         exclude: object = None,
+        record: RecordPolicy | str | None = None,
         by: str | None = None,
     ) -> PutResult:
         """Create or replace the run-time schedule ``name`` — every replica runs it within
@@ -488,6 +496,8 @@ class Scheduling:
         ``exclude``: days it does not run — dates or ISO date strings, holidays specs
         (``{"country": "DE", "subdiv": "BY"}``) or ``holidays`` calendars, or a list of them;
         an excluded slot is recorded ``skipped`` (see :mod:`.exclusions`).
+        ``record``: ``"all"`` (default) or ``"failures"`` — successes counted per hour instead
+        of a row each (:class:`~.enums.RecordPolicy`).
 
         Refused, writing nothing: :class:`~.errors.InvalidScheduleError` (``.field`` names
         the bad field), :class:`~.errors.DeclaredInCodeError` (a name declared in code)."""
@@ -502,6 +512,7 @@ class Scheduling:
             max_runtime_ms=max_runtime_ms,
             retry=retry,
             exclude=exclude,
+            record=record,
             by=by,
         )
 

@@ -180,6 +180,7 @@ def test_json_shapes_are_the_documented_ones(
     report = json.loads(audited.stdout)
     assert set(report) == {
         "from", "to", "now", "rows", "gapChecked", "clean", "counts", "findings", "excluded",
+        "rolledUp",
     }  # fmt: skip
     assert report["clean"] is True and report["rows"] >= 1 and report["excluded"] == 0
 

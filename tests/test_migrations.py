@@ -135,7 +135,7 @@ async def test_upgrade_head_then_autogenerate_finds_no_diff(async_engine: AsyncE
 
     await upgrade_to_head(async_engine)
 
-    assert await current_revision(async_engine) == head_revision() == "0012"
+    assert await current_revision(async_engine) == head_revision() == "0013"
     assert await is_at_head(async_engine)
     assert OUR_TABLES <= await _sync(async_engine, _tables)
     assert await _sync(async_engine, _diff) == []
@@ -304,8 +304,9 @@ def test_script_location_and_head() -> None:
         "0010_run_jobs.py",
         "0011_definition_exclude.py",
         "0012_scale_listing_state.py",
+        "0013_success_rollups.py",
     ]
-    assert head_revision() == "0012"
+    assert head_revision() == "0013"
     config = alembic_config("postgresql://u:p%40ss@h/db")
     assert config.get_main_option("sqlalchemy.url") == "postgresql+asyncpg://u:p%40ss@h/db"
 
@@ -421,7 +422,8 @@ def test_cli_migrate_sqlite(tmp_path: Path) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases, _voltro_schedule_state at 0012 (sqlite)"
+        "_voltro_schedule_leases, _voltro_schedule_state, _voltro_schedule_rollups "
+        "at 0013 (sqlite)"
     )
     again = runner.invoke(cli_app, ["migrate", "--database-url", f"sqlite+aiosqlite:///{db}"])
     assert again.exit_code == 0, again.output
@@ -456,7 +458,8 @@ def test_cli_migrate_postgres_hides_password(postgres_url: str) -> None:
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases, _voltro_schedule_state at 0012 (postgresql)"
+        "_voltro_schedule_leases, _voltro_schedule_state, _voltro_schedule_rollups "
+        "at 0013 (postgresql)"
     )
     assert "s3cret-pw" not in result.output
 
@@ -499,7 +502,7 @@ def test_python_dash_m_migrate(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "at 0012 (sqlite)" in proc.stdout
+    assert "at 0013 (sqlite)" in proc.stdout
 
 
 def test_alembic_check_detects_a_drifted_model() -> None:

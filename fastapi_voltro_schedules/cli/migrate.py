@@ -31,6 +31,7 @@ from ..models import (
     MEMBERS_TABLE,
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
+    ROLLUPS_TABLE,
     RUNS_TABLE,
     STATE_TABLE,
 )
@@ -192,6 +193,7 @@ def migrate(
         MEMBERS_TABLE,
         LEASES_TABLE,
         STATE_TABLE,
+        ROLLUPS_TABLE,
     )
     tables = ", ".join(t for t in ours if t in VOLTRO_TABLES)
     typer.echo(f"voltro migrate: {tables} at {revision} ({dialect})")

@@ -29,6 +29,7 @@ from ..records import (
     Latest,
     OutcomeRecord,
     PauseRecord,
+    RollupRecord,
     RowWrite,
     RunOutcome,
     RunRecord,
@@ -241,6 +242,14 @@ class Store(abc.ABC):
         same compare-and-set as :meth:`update_run`, per row — so a row another replica already
         marked ``abandoned`` is left alone. Per-row results are not reported (drivers disagree
         on ``rowcount`` for ``executemany``): use :meth:`update_run` when the answer matters.
+
+        An outcome with ``roll_up`` (a success of a ``record="failures"`` schedule's
+        clock-driven run) is written with ``error_tag =`` :data:`~..records.ROLLED_UP_TAG`,
+        and in the same transaction its schedule's older rows so marked are *folded*: locked,
+        deleted, added to their hours' :meth:`rollups` and their slot claims handed to the
+        rollup (so no sweep reads them as claims without a row). Each success is then a row
+        or a count, never both, and the schedule's newest success stays a row. Folding is
+        idempotent: a retried call finds nothing left to fold.
         """
 
     @abc.abstractmethod
@@ -273,7 +282,21 @@ class Store(abc.ABC):
         first, in small batches; returns how many. Never touches ``queued`` or ``running`` rows
         (nor terminal rows without ``finished_at``)."""
 
+    @abc.abstractmethod
+    async def sweep_rollups(self, before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` rollup rows of the hours that began before ``before``,
+        oldest first, in small batches; returns how many (retention, beside
+        :meth:`sweep_runs`)."""
+
     # -- runs: reads ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def rollups(
+        self, names: Collection[str] | None, first: datetime, last: datetime, limit: int = 1000
+    ) -> list[RollupRecord]:
+        """The hourly success counts (``record="failures"``) of ``names`` (every schedule when
+        ``None``) whose hour begins in ``[first, last]``, newest hour first (ties by name), at
+        most ``limit``. The successes counted there have no row of their own."""
 
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -555,6 +578,7 @@ __all__ = [
     "LineDecision",
     "OutcomeRecord",
     "PauseRecord",
+    "RollupRecord",
     "RowWrite",
     "RunOutcome",
     "RunRecord",

@@ -41,6 +41,7 @@ from .base import (
     LineDecision,
     OutcomeRecord,
     PauseRecord,
+    RollupRecord,
     RunOutcome,
     RunRecord,
     Store,
@@ -493,6 +494,14 @@ class InstrumentedStore(Store):
 
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
         return await self._counted("sweep_runs", self._inner.sweep_runs(finished_before, limit))
+
+    async def sweep_rollups(self, before: datetime, limit: int) -> int:
+        return await self._counted("sweep_rollups", self._inner.sweep_rollups(before, limit))
+
+    async def rollups(
+        self, names: Collection[str] | None, first: datetime, last: datetime, limit: int = 1000
+    ) -> list[RollupRecord]:
+        return await self._counted("rollups", self._inner.rollups(names, first, last, limit))
 
     # -- runs: reads -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from .base import ClaimRecord, RunRecord
 from .sql_claims import SQLClaims
 from .sql_connections import aware
 from .sql_writes import SQLWrites
+from .statements.rollups import ROLLED_UP_HOLDER
 
 _SECOND = timedelta(seconds=1)
 """A claim key names a whole second: the rows of its slot lie within it."""
@@ -84,7 +85,8 @@ class SQLClaimedRows(SQLClaims, SQLWrites):
             found = []
             for row in read:
                 slot = slot_of_claim_key(row.key)
-                if slot is not None:
+                # a slot whose success was folded into a rollup has no row by design
+                if slot is not None and row.replica_id != ROLLED_UP_HOLDER:
                     found.append((ClaimRecord(row.key, row.replica_id, row.claimed_at), *slot))
             if not found:
                 return [], more

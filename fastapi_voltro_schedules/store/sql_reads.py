@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..enums import RunStatus, Trigger
 from . import statements as q
-from .base import Latest, OutcomeRecord, RunRecord
+from .base import Latest, OutcomeRecord, RollupRecord, RunRecord
 from .sql_connections import SQLConnections, aware
+from .statements.rollups import rollups_between
 
 if TYPE_CHECKING:
     from sqlalchemy.sql.selectable import TextualSelect
@@ -141,6 +142,19 @@ class SQLReads(SQLConnections):
 
             await self._attempt(operation, work, write=False)
         return found
+
+    async def rollups(
+        self, names: Collection[str] | None, first: datetime, last: datetime, limit: int = 1000
+    ) -> list[RollupRecord]:
+        stmt = rollups_between(names, aware(first, "first"), aware(last, "last"), limit)
+
+        async def work(conn: AsyncConnection) -> list[RollupRecord]:
+            return [
+                RollupRecord(r.name, r.hour, int(r.succeeded), int(r.total_ms), int(r.max_ms))
+                for r in await conn.execute(stmt)
+            ]
+
+        return await self._attempt("rollups", work, write=False)
 
     async def outcomes(self, names: Collection[str]) -> dict[str, OutcomeRecord]:
         ordered = list(dict.fromkeys(names))

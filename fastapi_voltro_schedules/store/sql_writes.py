@@ -8,7 +8,7 @@ again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -16,11 +16,12 @@ from sqlalchemy.sql.dml import Insert, Update
 
 from ..enums import RunStatus
 from ..errors import StoreUnavailableError
-from ..models import runs_table
-from ..records import RUN_COLUMNS
+from ..models import claim_key, runs_table
+from ..records import ROLLED_UP_TAG, RUN_COLUMNS
 from . import statements as q
 from .base import LIVE_STATUSES, UNCHECKED, D, RunOutcome, RunRecord
 from .sql_connections import RETRY_ATTEMPTS, SQLConnections, aware
+from .statements import rollups
 
 _STATUS_AT = RUN_COLUMNS.index("status")
 _TERMINAL_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
@@ -32,6 +33,15 @@ def _is_terminal(status: Any) -> bool:
 
 class _TurnMoved(Exception):
     """A conditional write of a turn found its row moved: roll back and look again."""
+
+
+def _rolls_up(outcome: RunOutcome) -> bool:
+    return (
+        outcome.roll_up
+        and outcome.status is RunStatus.SUCCEEDED
+        and outcome.name is not None
+        and outcome.scheduled_at is not None
+    )
 
 
 def _utcnow() -> datetime:
@@ -226,12 +236,13 @@ class SQLWrites(SQLConnections):
     ) -> None:
         if not outcomes:
             return
+        rolled = [o for o in outcomes if _rolls_up(o)]
         rows = [
             (
                 o.run_id,
                 o.status.value,
                 aware(o.finished_at, "finished_at"),
-                o.error_tag,
+                ROLLED_UP_TAG if _rolls_up(o) else o.error_tag,
                 o.error_message,
                 o.error_traceback,
             )
@@ -253,8 +264,52 @@ class SQLWrites(SQLConnections):
             )
             if conn.dialect.name != "postgresql":
                 await self.note_outcomes(conn, [r[0] for r in rows])
+            if rolled:
+                await self._fold(conn, rolled)
 
         await self._attempt("finish_runs", work)
+
+    async def _fold(self, conn: AsyncConnection, rolled: Sequence[RunOutcome]) -> None:
+        """Fold the marked successes of ``rolled``'s schedules older than the newest success
+        this batch wrote into their hours' rollups, on ``conn``, in the finish's transaction
+        (see :meth:`Store.finish_runs`)."""
+        newest: dict[str, tuple[datetime, str]] = {}
+        for o in rolled:
+            assert o.name is not None and o.scheduled_at is not None  # _rolls_up checked
+            mark = (o.scheduled_at, o.run_id)
+            if o.name not in newest or newest[o.name] < mark:
+                newest[o.name] = mark
+        names = sorted(newest)
+        folded: list[Any] = []
+        for start in range(0, len(names), q.NAME_CHUNK):
+            marked = await conn.execute(rollups.marked_runs(names[start : start + q.NAME_CHUNK]))
+            # the batch's own rows are marked too: everything older than the newest is folded
+            folded += [r for r in marked if (r.scheduled_at, r.id) < newest[r.name]]
+        if not folded:
+            return
+        hours: dict[tuple[str, datetime], list[int]] = {}
+        for r in folded:
+            hour = r.scheduled_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+            took = 0
+            if r.fired_at is not None and r.finished_at is not None:
+                took = max(0, (r.finished_at - r.fired_at) // timedelta(milliseconds=1))
+            tally = hours.setdefault((r.name, hour), [0, 0, 0])
+            tally[0] += 1
+            tally[1] += took
+            tally[2] = max(tally[2], took)
+        for start in range(0, len(folded), q.RUN_CHUNK):
+            chunk = folded[start : start + q.RUN_CHUNK]
+            await conn.execute(rollups.delete_runs([r.id for r in chunk]))
+            keys = [claim_key(r.name, r.scheduled_at) for r in chunk]
+            await conn.execute(rollups.hand_claims_to_rollup(keys))
+        # in key order: two batches adding to the same hours lock them in the same order
+        await conn.execute(
+            rollups.add_to_hours(conn.dialect.name),
+            [
+                {"name": name, "hour": hour, "succeeded": n, "total_ms": total, "max_ms": most}
+                for (name, hour), (n, total, most) in sorted(hours.items())
+            ],
+        )
 
     async def defer_run(self, outcome: RunOutcome, replica_id: str) -> bool:
         if outcome.retry_at is None:
@@ -284,3 +339,18 @@ class SQLWrites(SQLConnections):
 
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
         return await self._bounded_delete("sweep_runs", runs_table.name, finished_before, limit)
+
+    async def sweep_rollups(self, before: datetime, limit: int) -> int:
+        aware(before, "before")
+        deleted = 0
+        while deleted < limit:
+            batch = min(q.DELETE_BATCH, limit - deleted)
+
+            async def work(conn: AsyncConnection, batch: int = batch) -> int:
+                return int((await conn.execute(rollups.prune_rollups(before, batch))).rowcount)
+
+            n = await self._attempt("sweep_rollups", work)
+            deleted += n
+            if n < batch:
+                break
+        return deleted
