@@ -421,10 +421,18 @@ class Maintenance:
         def claims(n: int) -> None:
             result.claims += n
 
+        def rollups(n: int) -> None:
+            result.rollups += n
+
         try:
             if self.run_retention is not None:
                 cutoff = now - self.run_retention
                 if await self._prune(self.store.sweep_runs, cutoff, runs, catching_up):
+                    result.behind = True
+                # an hour's count goes with the hour's rows: once the whole hour is past
+                # retention (the successes it counts would have been swept by now)
+                hours = cutoff - timedelta(hours=1)
+                if await self._prune(self.store.sweep_rollups, hours, rollups, catching_up):
                     result.behind = True
             cutoff = now - self.claim_retention
             if await self._prune(self.store.prune_claims, cutoff, claims, catching_up):
@@ -515,6 +523,8 @@ class SweepResult:
     """Finished runs deleted."""
     claims: int = 0
     """Claims rows deleted."""
+    rollups: int = 0
+    """Hourly rollup rows deleted (``record="failures"``)."""
     behind: bool = False
     """A table's budget ran out with expired rows (maybe) left: the next sweep comes soon."""
     seconds: float = 0.0

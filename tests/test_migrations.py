@@ -55,6 +55,7 @@ from fastapi_voltro_schedules.models import (
     MEMBERS_TABLE,
     PAUSE_SPANS_TABLE,
     PAUSES_TABLE,
+    ROLLUPS_TABLE,
     RUNS_TABLE,
     STATE_TABLE,
     runs_table,
@@ -78,6 +79,7 @@ OUR_TABLES = {
     MEMBERS_TABLE,
     LEASES_TABLE,
     STATE_TABLE,
+    ROLLUPS_TABLE,
     ALEMBIC_VERSION_TABLE,
 }
 
@@ -404,6 +406,7 @@ async def test_docs_include_snippet_manages_our_tables_in_the_users_history(
         MEMBERS_TABLE,
         LEASES_TABLE,
         STATE_TABLE,
+        ROLLUPS_TABLE,
     }
     # even where our version table exists (a SQLite boot ran once), nothing is proposed
     await upgrade_to_head(async_engine)

@@ -134,6 +134,9 @@ class Backlog:
     async def sweep_runs(self, finished_before: datetime, limit: int) -> int:
         return 0
 
+    async def sweep_rollups(self, before: datetime, limit: int) -> int:
+        return 0
+
 
 async def test_no_batch_meets_a_herd() -> None:
     clock = VirtualClock(T0 + timedelta(milliseconds=300))
