@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
@@ -72,6 +72,7 @@ from .inspect_models import (
     PauseRequest,
     PauseView,
     RetryView,
+    RollupView,
     RunPage,
     ScheduleDetail,
     ScheduleList,
@@ -224,6 +225,7 @@ def schedule_view(
         args=dict(schedule.args) if runtime else None,
         retry=RetryView.of(schedule.retry),
         exclude=schedule.exclude.wire() if schedule.exclude else None,
+        record=schedule.record.value,
         last_status=None if outcome is None else outcome.status.value,
     )
 
@@ -310,10 +312,18 @@ async def get_schedule(request: Request, name: str) -> ScheduleDetail:
     store = scheduling.running_store()
     latest = await store.latest([name])
     versions = (await store.definitions([name])).get(name, [])
-    view = schedule_view(
-        scheduling, schedule, latest, await scheduling.current_pauses(), scheduling.clock.now()
+    now = scheduling.clock.now()
+    # the last 48 hours of counts (a schedule that stopped rolling up keeps its old hours)
+    hours = await store.rollups([name], now - ROLLUP_HOURS_SHOWN, now, limit=48)
+    view = schedule_view(scheduling, schedule, latest, await scheduling.current_pauses(), now)
+    return ScheduleDetail(
+        **view.model_dump(),
+        versions=[VersionView.of(v) for v in versions],
+        rollups=[RollupView.of(r) for r in hours],
     )
-    return ScheduleDetail(**view.model_dump(), versions=[VersionView.of(v) for v in versions])
+
+
+ROLLUP_HOURS_SHOWN = timedelta(hours=48)
 
 
 @router.post(

@@ -28,10 +28,10 @@ from pydantic.alias_generators import to_camel
 from ..backfill import HARD_CEILING, from_iso
 from ..clock import iso_z
 from ..definition import NAME_RE
-from ..enums import BackfillPolicy, OverlapPolicy, RunStatus
+from ..enums import BackfillPolicy, OverlapPolicy, RecordPolicy, RunStatus
 from ..errors import BackfillRequestError, InvalidQueryError, InvalidScheduleError, shown
 from ..pauses import MAX_REASON_LENGTH
-from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RunRecord
+from ..records import ALL_SCHEDULES, DefinitionRecord, PauseRecord, RollupRecord, RunRecord
 from ..retries import RetryPolicy
 from ..runtime_schedules import MAX_RUNTIME_MS_CEILING
 from ..zones import iana_zone_names
@@ -275,6 +275,12 @@ class ScheduleView(_Camel):
         'dates and holidays specs {"country", "subdiv"?, "language"?}, as a PUT takes them; '
         '"calendar:<class>" for a declared schedule\'s own calendar object. Null: none.',
     )
+    record: str = Field(
+        default="all",
+        description="all | failures — which runs keep a row: under failures a clock-driven "
+        "success is counted in its hour's rollup (the detail's `rollups`) once a newer one "
+        "replaces it.",
+    )
     last_status: str | None = Field(
         default=None,
         description="The newest outcome: the status of its finished run with the newest slot "
@@ -308,6 +314,9 @@ class VersionView(_Camel):
         description="The days this version does not run (ISO dates, holidays specs); null: "
         "none. A changed exclusion is a new version.",
     )
+    record: str = Field(
+        default="all", description="all | failures (a changed record policy is a new version)."
+    )
 
     @classmethod
     def of(cls, record: DefinitionRecord) -> VersionView:
@@ -323,6 +332,25 @@ class VersionView(_Camel):
             source=record.source,
             deleted=record.deleted,
             exclude=None if record.exclude is None else json.loads(record.exclude),
+            record=record.record or RecordPolicy.ALL.value,
+        )
+
+
+class RollupView(_Camel):
+    """One hour of a ``record="failures"`` schedule's successes without rows of their own."""
+
+    hour: str = Field(description="The hour's first instant (UTC): slots in [hour, hour+1h).")
+    succeeded: int
+    total_ms: int = Field(description="Their summed run time (fired to finished), ms.")
+    max_ms: int = Field(description="The longest of them, ms.")
+
+    @classmethod
+    def of(cls, record: RollupRecord) -> RollupView:
+        return cls(
+            hour=iso_z(record.hour),
+            succeeded=record.succeeded,
+            total_ms=record.total_ms,
+            max_ms=record.max_ms,
         )
 
 
@@ -331,6 +359,11 @@ class ScheduleDetail(ScheduleView):
     its definition versions."""
 
     versions: list[VersionView] = Field(description="Newest first.")
+    rollups: list[RollupView] = Field(
+        default_factory=list,
+        description="The successes counted per hour instead of recorded (record=failures), "
+        "newest hour first, the last 48 hours; empty for a schedule recording all.",
+    )
 
 
 class ScheduleList(_Camel):
@@ -436,6 +469,12 @@ class PutScheduleRequest(BaseModel):
         description="skip | latest | all",
         json_schema_extra={"enum": [p.value for p in BackfillPolicy]},
     )
+    record: str = Field(
+        default="all",
+        description="all | failures — failures keeps a row only for the runs that did not "
+        "succeed; successes are counted per hour.",
+        json_schema_extra={"enum": [p.value for p in RecordPolicy]},
+    )
     max_runtime_ms: Any = Field(
         default=None,
         description="Watchdog bound in milliseconds (default 30 min).",
@@ -525,7 +564,7 @@ def put_schedule_request(raw: bytes) -> PutScheduleRequest:
         raise InvalidScheduleError(
             f"invalid schedule — {where}: {shown(item['msg'], 200)}{got} — send a JSON object "
             '{"cron", "timezone", "handler", "args"?, "onOverlap"?, "backfill"?, '
-            '"maxRuntimeMs"?, "retry"?, "exclude"?}',
+            '"maxRuntimeMs"?, "retry"?, "exclude"?, "record"?}',
             field=where,
         ) from None
 

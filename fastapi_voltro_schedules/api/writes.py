@@ -98,6 +98,7 @@ async def put_schedule(
             max_runtime_ms=body.max_runtime_ms,
             retry=body.retry,
             exclude=_exclude_items(body.exclude),
+            record=body.record,
             by=role.value,
         )
     except InvalidScheduleError as error:  # the field as the body spells it

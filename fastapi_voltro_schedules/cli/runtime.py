@@ -124,6 +124,14 @@ def put_command(
             "(repeatable; the holidays package).",
         ),
     ] = None,
+    record: Annotated[
+        str,
+        typer.Option(
+            "--record",
+            help="all | failures — failures keeps a row only for runs that did not succeed "
+            "(successes are counted per hour).",
+        ),
+    ] = "all",
     app: AppOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -140,6 +148,7 @@ def put_command(
             "handler": handler,
             "onOverlap": on_overlap,
             "backfill": backfill,
+            "record": record,
         }
         if args is not None:
             body["args"] = _args(args)
