@@ -9,19 +9,40 @@ before. On every store.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from support.running import served
+from support.servers import REPO
 from support.stores import open_store
+from support.waiting import wait_until
 
+from fastapi_voltro_schedules import (
+    Schedule,
+    ScheduleContext,
+    ScheduleDefinitionError,
+    Scheduling,
+    SchedulingConfig,
+    define_handler,
+    define_schedule,
+)
+from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
+from fastapi_voltro_schedules.errors import InvalidScheduleError
+from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import claim_key, claims_table, rollups_table, runs_table
-from fastapi_voltro_schedules.records import ROLLED_UP_TAG, RollupRecord
+from fastapi_voltro_schedules.records import LIVE_STATUSES, ROLLED_UP_TAG, RollupRecord
 from fastapi_voltro_schedules.store import RunOutcome, RunRecord, SQLStore, new_run_id
 from fastapi_voltro_schedules.store.statements.rollups import ROLLED_UP_HOLDER
+from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 5, 28, 9, 0, tzinfo=UTC)
 ME = "replica-a"
@@ -179,4 +200,210 @@ async def test_retention_prunes_old_hours(store: SQLStore) -> None:
     assert await store.sweep_rollups(T0 + timedelta(hours=2), limit=100) == 1
     assert [r.hour for r in await store.rollups(None, T0, T0 + timedelta(hours=3))] == [
         T0 + timedelta(hours=2)
+    ]
+
+
+# ------------------------------------------------------------------ through the engine
+
+HEARTBEAT_MS = 1000
+TOKEN = "inspect-secret-for-record-tests"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def audit_cli(url: str, start: datetime, end: datetime) -> subprocess.CompletedProcess[str]:
+    """``voltro schedule audit`` as an operator runs it: a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
+         "--database-url", url, "--from", start.isoformat(), "--to", end.isoformat(), "--json"],
+        cwd=REPO / "tests", env={**os.environ, "VOLTRO_DEV": ""}, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def pulse(calls: list[tuple[str, datetime]], replica: str, fail_at: datetime) -> Schedule:
+    async def handler(ctx: ScheduleContext) -> None:
+        calls.append((replica, ctx.scheduled_at))
+        if ctx.scheduled_at == fail_at:
+            raise RuntimeError("the one bad slot")
+
+    return define_schedule(
+        name="pulse", cron="*/5 * * * * *", timezone="UTC", handler=handler, record="failures"
+    )
+
+
+async def settled(s: Scheduling, name: str, slot: datetime) -> None:
+    """Wait until ``slot``'s run is over: the schedule's newest row is its, terminal (a
+    success stays a row while it is the newest)."""
+
+    async def done() -> bool:
+        assert s.store is not None
+        last = await s.store.last_run(name)
+        return last is not None and last.scheduled_at == slot and last.status.terminal
+
+    await wait_until(done, what=f"{name}@{slot:%H:%M:%S} settled")
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mariadb", marks=pytest.mark.mariadb),
+    ],
+)
+async def test_two_replicas_fire_each_slot_once_and_leave_counts_not_rows(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{server}_url")
+    await upgrade_to_head(url)
+    clock = ManualClock(at(1))
+    calls: list[tuple[str, datetime]] = []
+    slots = [at(s) for s in range(5, 61, 5)]
+    async with AsyncExitStack() as stack:
+        replicas: list[Scheduling] = []
+        for replica in ("pod-1", "pod-2"):
+            config = SchedulingConfig(
+                database_url=url,
+                replica_id=replica,
+                coordination="advisoryLock",
+                schedule_heartbeat_ms=HEARTBEAT_MS,
+            )
+            scheduling = Scheduling([pulse(calls, replica, at(15))], config=config, clock=clock)
+            replicas.append(await stack.enter_async_context(scheduling.run()))
+        first = replicas[0]
+        for slot in slots:
+            await clock.advance((slot - clock.now()).total_seconds())
+            await settled(first, "pulse", slot)
+        # past three beats: both replicas' claims sweeps have looked at every folded claim
+        await clock.advance(4 * HEARTBEAT_MS / 1000)
+        store = first.store
+        assert store is not None
+        rows = sorted(await store.list_runs("pulse", limit=100), key=lambda r: r.scheduled_at)
+        hours = await store.rollups(["pulse"], T0, T0)
+        report = await audit_ledger(
+            store, [pulse([], "audit", at(15))], at(0), at(60),
+            heartbeat_ms=HEARTBEAT_MS, now=at(120),
+        )  # fmt: skip
+    assert sorted(slot for _, slot in calls) == slots  # once per slot, across both replicas
+    assert [(r.scheduled_at, r.status) for r in rows] == [
+        (at(15), RunStatus.FAILED),  # the failure keeps its row
+        (at(60), RunStatus.SUCCEEDED),  # the newest success: what catch-up reads
+    ]  # and no claim-without-row row: the folded claims are the rollup's
+    assert [(h.hour, h.succeeded) for h in hours] == [(T0, 10)]
+    assert report.clean and report.rolled_up == 10, report.text()
+
+
+@define_handler(name="tenantPulse")
+async def tenant_pulse(ctx: ScheduleContext) -> None:
+    RAN.append(ctx.scheduled_at)
+
+
+RAN: list[datetime] = []
+
+
+async def test_a_restart_catches_up_after_the_kept_row_and_reruns_nothing(
+    database_url: str,
+) -> None:
+    """A run-time schedule with ``record="failures"`` and ``backfill="all"``: six slots run,
+    five are counted, the process stops, 32 s pass, another boots — the catch-up runs the
+    slots of the downtime only (not one rolled-up slot again), the policy came back from the
+    stored version, and the operator's audit from the database alone exits 0."""
+    await upgrade_to_head(database_url)
+    RAN.clear()
+    clock = ManualClock(at(1))
+    path = "/_voltro/inspect/schedules/pulse.acme"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = {
+        "cron": "*/5 * * * * *", "timezone": "UTC", "handler": "tenantPulse",
+        "backfill": "all", "record": "failures",
+    }  # fmt: skip
+
+    def boot() -> Scheduling:
+        cfg = SchedulingConfig(
+            database_url=database_url, replica_id="replica-a", inspect_token=TOKEN,
+            schedule_heartbeat_ms=HEARTBEAT_MS,
+        )  # fmt: skip
+        return Scheduling([], config=cfg, clock=clock, handlers=[tenant_pulse])
+
+    async with served(boot()) as client:
+        created = await client.put(path, json=body, headers=auth)
+        assert created.status_code == 201, created.text
+        assert created.json()["record"] == "failures"
+        for second in range(5, 31, 5):
+            await clock.advance((at(second) - clock.now()).total_seconds())
+            await wait_until(lambda second=second: at(second) in RAN, what=f"slot {second}")
+        await clock.advance(1)
+        view = (await client.get(path, headers=auth)).json()
+    # the detail shows the hour's count: five of the six, the newest is still a row
+    assert [(h["hour"], h["succeeded"]) for h in view["rollups"]] == [
+        ("2026-05-28T09:00:00.000Z", 5)
+    ]
+    assert view["versions"][0]["record"] == "failures"
+    first_run = list(RAN)
+    await clock.advance(32)  # down from 31 s to 63 s: slots 35 … 60 passed unrun
+    later = boot()
+    async with later.run():
+        assert later.store is not None
+
+        async def quiet() -> bool:
+            assert later.store is not None
+            return not await later.store.live_runs("pulse.acme", LIVE_STATUSES)
+
+        await wait_until(lambda: at(60) in RAN, what="the catch-up ran the downtime's slots")
+        # (the catch-up's last run over first: 65 s would be skipped beside it, on_overlap)
+        await wait_until(quiet, what="the catch-up over")
+        await clock.advance((at(65) - clock.now()).total_seconds())
+        await wait_until(lambda: at(65) in RAN, what="the live timer goes on")
+        await wait_until(quiet, what="every run over")
+        rows = await later.store.list_runs("pulse.acme", limit=100)
+        hours = await later.store.rollups(["pulse.acme"], T0, T0)
+    assert first_run == [at(s) for s in range(5, 31, 5)]
+    # every slot ran once: none of the rolled-up ones again (the kept 30 s row said where to
+    # go on from)
+    assert sorted(RAN) == [at(s) for s in range(5, 66, 5)], RAN
+    assert len(RAN) == len(set(RAN))
+    assert [(r.scheduled_at, r.status, r.error_tag) for r in rows] == [
+        (at(65), RunStatus.SUCCEEDED, ROLLED_UP_TAG)
+    ]
+    assert [(h.hour, h.succeeded) for h in hours] == [(T0, 12)]
+    done = audit_cli(database_url, at(0), at(66))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    report = json.loads(done.stdout)
+    assert report["gapChecked"] == ["pulse.acme"] and report["rolledUp"] == 12, report
+
+
+async def test_a_bad_record_value_is_refused_naming_the_field(sqlite_url: str) -> None:
+    with pytest.raises(ScheduleDefinitionError) as info:
+        define_schedule(
+            name="x", cron="0 9 * * *", timezone="UTC", handler=tenant_pulse, record="errors"
+        )
+    assert str(info.value) == (
+        'define_schedule("x"): record=\'errors\' is not one of "all" | "failures" — pass one '
+        "of those"
+    )
+    await upgrade_to_head(sqlite_url)
+    cfg = SchedulingConfig(database_url=sqlite_url, replica_id="replica-a", inspect_token=TOKEN)
+    s = Scheduling([], config=cfg, clock=ManualClock(at(1)), handlers=[tenant_pulse])
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    path = "/_voltro/inspect/schedules/pulse.acme"
+    body = {"cron": "0 9 * * *", "timezone": "UTC", "handler": "tenantPulse"}
+    async with served(s) as client:
+        bad = await client.put(path, json={**body, "record": "errors"}, headers=auth)
+        assert (bad.status_code, bad.json()["field"]) == (422, "record"), bad.text
+        assert '"all" | "failures"' in bad.json()["detail"]
+        with pytest.raises(InvalidScheduleError) as refused:
+            await s.put_schedule("pulse.acme", record="none", **body)
+        assert refused.value.field == "record"
+        assert (await client.put(path, json=body, headers=auth)).status_code == 201
+        same = await client.put(path, json={**body, "record": "all"}, headers=auth)
+        assert same.status_code == 200
+        edited = await client.put(path, json={**body, "record": "failures"}, headers=auth)
+        assert edited.json()["record"] == "failures"
+        view = (await client.get(path, headers=auth)).json()
+    # the policy is part of the definition: a change is a new version, the same one is not
+    assert [(v["version"], v["record"]) for v in view["versions"]] == [
+        (2, "failures"),
+        (1, "all"),
     ]
