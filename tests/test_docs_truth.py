@@ -35,7 +35,7 @@ ROUTE = re.compile(r"/_voltro(?:/[A-Za-z0-9_{}.-]+)*/?")
 CONFIG_ROW = re.compile(r"^\|\s*`([a-z_]+)`\s*\|\s*`VOLTRO_[A-Z_]+`\s*\|")
 CONFIG_CALL = re.compile(r"SchedulingConfig\(([^()]*)\)")
 KEYWORD = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\s*=(?!=)")
-NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
 
 
 def _text(page: Path) -> str:
