@@ -54,6 +54,7 @@ from .external import FUTURE_TOLERANCE, SnapResult, SnapVerdict, snap
 from .fire_requests import FireRequest, Why
 from .logs import logger
 from .models import claim_key
+from .records import ROLLED_UP_HOLDER
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -351,6 +352,8 @@ class Arrivals:
                 if run is not None:
                     return run
                 polls += 1
+                if polls == 1 and await self._rolled_up(name, slot):
+                    return None  # a success folded into its hour's count: no row to show
                 if polls % 10 == 0 and await self._claim_released(name, slot):
                     return None  # released by a holder that could not record it: claim again
                 await anyio.sleep(DUPLICATE_POLL_SECONDS)
@@ -375,6 +378,12 @@ class Arrivals:
             if run is not None:
                 return run
         return None
+
+    async def _rolled_up(self, name: str, slot: datetime) -> bool:
+        """Whether the slot's run succeeded and was folded into a rollup (``record=
+        "failures"``): its claim says so, and no row will ever come."""
+        holder = await self.ledger.claim_holder(claim_key(name, slot))
+        return holder is not None and holder[0] == ROLLED_UP_HOLDER
 
     async def _claim_released(self, name: str, slot: datetime) -> bool:
         return await self.ledger.claim_holder(claim_key(name, slot)) is None

@@ -201,6 +201,10 @@ class RowWrite:
     values: dict[str, object]
 
 
+ROLLED_UP_HOLDER = "~rollup"
+"""``replica_id`` of a slot claim whose run was folded into a rollup (``record="failures"``):
+the slot is accounted for without a row, so the sweep of claims without rows and a duplicate
+external arrival leave it be (no replica is named so: replica ids are host names and uuids)."""
 ROLLED_UP_TAG = "rollup"
 """``error_tag`` of a ``succeeded`` row that a newer success of its schedule folds into the
 hourly rollup (``record="failures"``): the row is kept only while it is the newest."""
@@ -365,6 +369,7 @@ class DefinitionRecord:
 __all__ = [
     "CLOCK_TRIGGERS",
     "LIVE_STATUSES",
+    "ROLLED_UP_HOLDER",
     "ROLLED_UP_TAG",
     "RUN_COLUMNS",
     "TERMINAL_STATUSES",

@@ -30,13 +30,8 @@ from sqlalchemy.sql.dml import Insert
 
 from ...enums import RunStatus
 from ...models import claims_table, rollups_table, runs_table
-from ...records import CLOCK_TRIGGERS, ROLLED_UP_TAG
+from ...records import CLOCK_TRIGGERS, ROLLED_UP_HOLDER, ROLLED_UP_TAG
 from .dialects import dialect_family
-
-ROLLED_UP_HOLDER = "~rollup"
-"""``replica_id`` of a slot claim whose run was folded into a rollup: the slot is accounted
-for without a row, so the sweep of claims without rows leaves it alone (no replica is named
-so: replica ids are host names and uuids)."""
 
 
 def marked_runs(names: Collection[str]) -> Select[Any]:
