@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 from support.running import served
 from support.servers import REPO
@@ -40,6 +41,7 @@ from fastapi_voltro_schedules.arrivals import DUPLICATE_WAIT_SECONDS
 from fastapi_voltro_schedules.audit import audit_ledger
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.errors import InvalidScheduleError
+from fastapi_voltro_schedules.metrics import SchedulerMetrics
 from fastapi_voltro_schedules.migrations import upgrade_to_head
 from fastapi_voltro_schedules.models import claim_key, claims_table, rollups_table, runs_table
 from fastapi_voltro_schedules.records import (
@@ -339,8 +341,9 @@ async def test_a_restart_catches_up_after_the_kept_row_and_reruns_nothing(
         cfg = SchedulingConfig(
             database_url=database_url, replica_id="replica-a", inspect_token=TOKEN
         )
-        return Scheduling([], config=cfg, clock=clock, handlers=[tenant_pulse])
+        return Scheduling([], config=cfg, clock=clock, handlers=[tenant_pulse], metrics=metrics)
 
+    metrics = SchedulerMetrics(CollectorRegistry())
     first = boot()
     async with served(first) as client:
         created = await client.put(path, json=body, headers=auth)
@@ -359,6 +362,10 @@ async def test_a_restart_catches_up_after_the_kept_row_and_reruns_nothing(
     ]
     assert view["versions"][0]["record"] == "failures"
     first_run = list(RAN)
+    # the metrics count every success, rolled up or not
+    assert metrics.registry is not None
+    succeeded = {"name": "pulse.acme", "status": "succeeded", "trigger": "self"}
+    assert metrics.registry.get_sample_value("voltro_schedule_runs_total", succeeded) == 6
     await clock.advance(32)  # down from 31 s to 63 s: slots 35 … 60 passed unrun
     later = boot()
     async with later.run():
