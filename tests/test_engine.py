@@ -21,8 +21,9 @@ from fastapi_voltro_schedules import (
     Trigger,
     define_schedule,
 )
+from fastapi_voltro_schedules.coordination.inflight import InFlight
 from fastapi_voltro_schedules.coordination.skip import SkipRule
-from fastapi_voltro_schedules.errors import RunNowBusyError
+from fastapi_voltro_schedules.errors import RunNowBusyError, StoreUnavailableError
 from fastapi_voltro_schedules.store import RunRecord, new_run_id
 from fastapi_voltro_schedules.testing import ManualClock
 
@@ -291,22 +292,32 @@ async def test_overlap_skip_and_parallel(
         assert [r.status for r in final] == [RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
 
 
-async def test_overlap_skip_holds_from_before_the_row_is_written(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("first", ["written", "lost"])
+async def test_overlap_skip_waits_for_the_answer_of_a_row_being_written(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, first: str
 ) -> None:
-    """A skip schedule's next slot, admitted while its first run's row is being written (the
-    row committed, the insert's await not over yet), is skipped: the run counts as in flight
-    from before its insert. Under load this gap ran both (found by ci-under-load)."""
-    release, gate, first_written = anyio.Event(), anyio.Event(), anyio.Event()
+    """A skip schedule's next slot, admitted while its first run's row is being written, waits
+    for that write's answer before it judges overlap: written (the row committed, the insert's
+    await not over yet), the first run holds the schedule and the second slot is skipped —
+    under load this gap ran both (found by ci-under-load); lost (here: the store failed), the
+    first never runs and the second slot runs — judged before the answer, it stood down for a
+    run that never ran (tests/test_rowless_claims.py caught that on the servers)."""
+    release, gate, first_sent = anyio.Event(), anyio.Event(), anyio.Event()
     asked: list[RunRecord | None] = []
-    held_here = SkipRule.held_here
+    waited: list[str] = []
+    held_here, wait_decided = SkipRule.held_here, InFlight.wait_decided
 
     def recorded(rule: SkipRule, schedule: Any) -> RunRecord | None:
         holder = held_here(rule, schedule)
         asked.append(holder)
         return holder
 
+    async def waiting(inflight: InFlight, name: str) -> None:
+        waited.append(name)
+        await wait_decided(inflight, name)
+
     monkeypatch.setattr(SkipRule, "held_here", recorded)
+    monkeypatch.setattr(InFlight, "wait_decided", waiting)
 
     @define_schedule(name="slow", cron="* * * * *", timezone="UTC", on_overlap="skip")
     async def slow(ctx: ScheduleContext) -> None:
@@ -318,22 +329,40 @@ async def test_overlap_skip_holds_from_before_the_row_is_written(
         insert_runs = s.store.insert_runs
 
         async def insert_then_hold(runs: Any) -> None:
+            if first_sent.is_set():
+                await insert_runs(runs)
+                return
+            first_sent.set()
+            if first == "lost":
+                await gate.wait()
+                raise StoreUnavailableError("the first row's write failed")
             await insert_runs(runs)
-            if not first_written.is_set():
-                first_written.set()
-                await gate.wait()  # the first row is in the ledger; its admission waits
+            await gate.wait()  # the first row is in the ledger; its admission waits
 
         monkeypatch.setattr(s.store, "insert_runs", insert_then_hold)
         await clock.advance(30)
-        await wait_until(lambda: _true(first_written.is_set()), what="the first row written")
+        await wait_until(lambda: _true(first_sent.is_set()), what="the first row sent")
         await clock.advance(60)
-        await wait_until(lambda: _true(len(asked) == 2), what="the second slot's overlap check")
+        await wait_until(lambda: _true(waited == ["slow"]), what="the second slot waiting")
+        assert len(asked) == 1  # the second slot has not judged yet
         gate.set()
-        rows = await rows_once(s, "slow", 2)
+
+        async def second_slot() -> list[RunRecord] | None:
+            rows = await runs_of(s, "slow")
+            return rows if any(r.scheduled_at == minute(1) for r in rows) else None
+
+        rows = await wait_until(second_slot, what="a row of the second slot")
         release.set()
         await rows_ended(s, "slow")
-    assert asked[0] is None and asked[1] is not None and asked[1].id == rows[0].id
-    assert [r.status for r in rows] == [RunStatus.RUNNING, RunStatus.SKIPPED]
+    if first == "written":
+        assert asked[0] is None and asked[1] is not None and asked[1].id == rows[0].id
+        assert [r.status for r in rows] == [RunStatus.RUNNING, RunStatus.SKIPPED]
+    else:
+        assert asked == [None, None]
+        # the first slot is a hole (recorded missed once the store answers), never a run
+        assert [(r.status, r.scheduled_at) for r in rows if r.status is not RunStatus.MISSED] == [
+            (RunStatus.RUNNING, minute(1))
+        ]
 
 
 async def _true(value: bool) -> bool:
@@ -540,7 +569,6 @@ async def test_a_herd_records_each_run_by_its_own_outcome(sqlite_url: str) -> No
 async def test_an_unrecorded_outcome_is_logged_with_the_schedule(
     sqlite_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fastapi_voltro_schedules.errors import StoreUnavailableError
     from fastapi_voltro_schedules.store import SQLStore
 
     async def unreachable(

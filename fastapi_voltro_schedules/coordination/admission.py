@@ -175,13 +175,10 @@ class Admitter:
         return True
 
     async def _run(self, schedule: Schedule, run: RunRecord) -> Admission:
-        self.inflight.add(run)  # held from before its write, as admit_many's runs are
         try:
             if not await self._write(run):
-                self.inflight.remove(run)
                 return Admission(Verdict.LOST)
         except StoreUnavailableError as exc:
-            self.inflight.remove(run)
             logger.warning(
                 "schedule: could not record the firing — not running it  name=%s slot=%s: %s",
                 run.name,
@@ -190,6 +187,7 @@ class Admitter:
             )
             self._hole(schedule, run.scheduled_at, run.trigger, run.coordination_outcome)
             return Admission(Verdict.UNAVAILABLE)
+        self.inflight.add(run)
         return Admission(Verdict.RUN, run)
 
     async def _run_claimed(self, run: RunRecord, key: str) -> Admission:
@@ -593,6 +591,10 @@ class Admitter:
         # Indices into the herd, not (schedule, slot, outcome) triples: a triple per firing,
         # alive across the awaits below, was one more object for the collector to promote.
         won = [i for i, outcome in enumerate(outcomes) if outcome is not None]
+        if self.inflight.deciding:
+            for i in won:
+                if schedules[i].on_overlap is OverlapPolicy.SKIP:
+                    await self.inflight.wait_decided(schedules[i].name)
         now = self.clock.now()
         elsewhere: dict[str, list[RunRecord]] = defaultdict(list)
         ask = [
@@ -650,6 +652,11 @@ class Admitter:
                 )
                 if seen and atomic:
                     judged[run_id] = (schedule, seen)  # buried once the slot is won
+                if holder is not None and holder.scheduled_at == slot:
+                    # a firing of this very slot (a second admission of it here, or the
+                    # winner's row elsewhere) is no overlap: the claim makes it a duplicate
+                    # — a skipped row would race the running one for the slot's claim
+                    holder = None
                 if holder is not None:
                     row = self.row(
                         schedule, slot, RunStatus.SKIPPED, trigger, outcome, run_id, fired
@@ -667,12 +674,12 @@ class Admitter:
             runs.append(run)
         if not rows:
             return admitted
-        # In flight before the insert's await, not after it: a second firing of a skip
-        # schedule admitted while the row is being written (its row may already be visible)
-        # must see this run held here. Those the insert does not keep are withdrawn below.
-        inflight = self.inflight
-        for run in runs:
-            inflight.add(run)
+        # While the rows are written the skip schedules' next firings here wait for the answer
+        # (their row may be visible already, yet the claim may still be lost): judged before
+        # it they would run beside this run, or stand down for one that never runs.
+        decision = self.inflight.deciding_on(
+            [s.name for s in starting if s.on_overlap is OverlapPolicy.SKIP]
+        )
         try:
             if self.fence is not None and not atomic:
                 # cluster: only the rows of schedules still ours are written, and only those run
@@ -690,8 +697,6 @@ class Admitter:
             else:
                 await self.ledger.insert(rows)
         except StoreUnavailableError as exc:
-            for run in runs:
-                inflight.remove(run)
             admitted.clear()
             admitted.failed = True
             if atomic:
@@ -711,11 +716,11 @@ class Admitter:
                     # unknown whether the claims landed when they were written with the rows
                     self._hole(schedule, slot, trigger, None if atomic else outcomes[i])
             return admitted
-        if len(admitted.runs) < len(runs):  # some lost their slot or lease: not in flight
-            written = {run.id for run in admitted.runs}
-            for run in runs:
-                if run.id not in written:
-                    inflight.remove(run)
+        else:
+            for run in admitted.runs:  # the ones written (keep above), not every one built
+                self.inflight.add(run)
+        finally:
+            self.inflight.decided(decision)
         if excluded_log:
             written_ids = {row.id for row in admitted.skipped}
             for row in excluded_log:

@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 
 if TYPE_CHECKING:
     from ..store import RunRecord
+
+
+class Deciding(NamedTuple):
+    """One admission's rows being written: set once they are in flight here or not."""
+
+    event: anyio.Event
+    names: list[str]
 
 
 @dataclass(slots=True)
@@ -23,6 +30,10 @@ class InFlight:
     rule looks at handlers, so such a row read ``running`` is not a live run."""
     on_end: list[Callable[[str], None]] = field(default_factory=list)
     """Told the schedule's name whenever one of its runs here ends (the lines wake on it)."""
+    deciding: dict[str, Deciding] = field(default_factory=dict)
+    """Skip schedules whose run's row is being written here, its claim not answered yet: a
+    firing of the same schedule waits for the answer before it judges overlap (the row may
+    be visible already, yet lose its claim)."""
     retrying: set[str] = field(default_factory=set)
     """Runs here waiting between two attempts (``RetryPolicy``): they hold their schedule
     like the attempt they follow, but no handler runs — shutdown does not wait for them (the
@@ -46,6 +57,27 @@ class InFlight:
         """Whether no handler runs here (what is left waits for a retry): shutdown's drain is
         over."""
         return self.count <= len(self.retrying)
+
+    def deciding_on(self, names: list[str]) -> Deciding:
+        """``names``' runs are being written (see :attr:`deciding`); tell :meth:`decided`
+        once they are in flight or not."""
+        decision = Deciding(anyio.Event(), names)
+        deciding = self.deciding
+        for name in names:
+            deciding[name] = decision
+        return decision
+
+    def decided(self, decision: Deciding) -> None:
+        deciding = self.deciding
+        for name in decision.names:
+            if deciding.get(name) is decision:  # not a later firing's, begun meanwhile
+                del deciding[name]
+        decision.event.set()
+
+    async def wait_decided(self, name: str) -> None:
+        """Until no run of ``name`` is being written here."""
+        while (decision := self.deciding.get(name)) is not None:
+            await decision.event.wait()
 
     def held(self, name: str) -> RunRecord | None:
         """A run of ``name`` in flight here, if any."""
