@@ -82,6 +82,9 @@ async def test_a_backward_wall_step_leaves_the_next_slot_on_time(sqlite_url: str
     clock = ManualClock(T0)
     async with running([minutely()], sqlite_url, clock) as s:
         await clock.advance(30)
+        # 12:00's run ends before 12:01 comes, as it does a minute later in real time (a run
+        # still going at 12:01 makes 12:01 an overlap skip)
+        await rows_until(s, [minute(0)])
         await clock.advance(60)
         await rows_until(s, [minute(0), minute(1)])
         await clock.advance(10)
@@ -134,6 +137,9 @@ async def test_a_backward_step_that_holds_is_followed_and_fires_no_slot_twice(
     clock = ManualClock(T0)
     async with running([minutely()], sqlite_url, clock) as s:
         await clock.advance(30)
+        # 12:00's run ends before 12:01 comes, as it does a minute later in real time (a run
+        # still going at 12:01 makes 12:01 an overlap skip)
+        await rows_until(s, [minute(0)])
         await clock.advance(60)
         await rows_until(s, [minute(0), minute(1)])
         await clock.advance(10)
