@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from fastapi_voltro_schedules import define_schedule
@@ -72,3 +73,27 @@ def test_schedules_armed_at_different_instants_share_one_walk_and_owe_the_same_s
     assert len(walks) == 3
     # and each moved on to the same next slot, tomorrow's, as one walk again
     assert {timer.next_firing(job.name) for job in written} == {at_five + timedelta(days=1)}
+
+
+async def test_the_time_a_quiet_moment_takes_comes_out_of_the_sleep_after_it() -> None:
+    """A quiet moment may run a full collection (0.3–0.9 s on a busy host): the sleep after it
+    ends at the next instant, not that long past it (measured before the collection, the sleep
+    overslept, and a herd right after the quiet moment started 0.4–0.9 s late)."""
+    door = Door()
+    clock = ManualClock(T0)
+    timer = Timer(clock, door)  # type: ignore[arg-type]
+
+    def collecting() -> None:  # the collection takes 0.8 s of the clock
+        clock._monotonic += 0.8
+        clock.set(clock.now() + timedelta(seconds=0.8))
+
+    timer.quiet = collecting
+    timer.arm(_job("herd", "20 0 12 * * *"), T0)  # due at 12:00:20
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(timer.run)
+        await clock.advance(0)  # armed, and the quiet moment took 0.8 s
+        await clock.advance(19.1)  # 12:00:19.9
+        assert not door.handed
+        await clock.advance(0.1)  # 12:00:20: due, not 0.8 s later
+        assert len(door.handed) == 1
+        tg.cancel_scope.cancel()
