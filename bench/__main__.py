@@ -75,13 +75,19 @@ def main(argv: list[str] | None = None) -> None:
         extra = ["--postgres-url", args.postgres_url] if args.postgres_url else []
         for title, module, module_args in (
             ("range backfill  1,000 slots", "bench.range_backfill", extra),
-            ("external trigger req/s and the 200-POST duplicate storm", "bench.trigger_rps",
-             ["--seconds", "5" if args.quick else "10", *extra]),
+            (
+                "external trigger req/s and the 200-POST duplicate storm",
+                "bench.trigger_rps",
+                ["--seconds", "5" if args.quick else "10", *extra],
+            ),
         ):
             print(f"\n## {title}\n```")
             done = subprocess.run(
                 [sys.executable, "-m", module, *module_args],
-                capture_output=True, text=True, timeout=900, check=False,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
             )
             print((done.stdout or done.stderr).rstrip())
             print("```")
@@ -89,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
             print("\n## queue handoff across replicas (Postgres): cdc vs poll, 30 handoffs\n```")
             done = subprocess.run(
                 [sys.executable, "-m", "bench.queue_handoff", *extra],
-                capture_output=True, text=True, timeout=900, check=False,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
             )
             lines = [ln for ln in done.stdout.splitlines() if "handoffs=" in ln]
             print("\n".join(lines) or done.stderr.rstrip())

@@ -45,8 +45,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _load(base: str, path: str, headers: dict[str, str], seconds: float,
-                concurrency: int) -> tuple[float, Counter[int]]:
+async def _load(
+    base: str, path: str, headers: dict[str, str], seconds: float, concurrency: int
+) -> tuple[float, Counter[int]]:
     """``concurrency`` keep-alive connections, each sending POSTs one after another for
     ``seconds``: requests/s and the status codes.
 
@@ -140,9 +141,22 @@ def server(env: dict[str, str], cwd: str) -> Iterator[str]:
     """``uvicorn bench.trigger_app:app`` on a free local port, until the block ends."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bench.trigger_app:app", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench.trigger_app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -177,11 +191,13 @@ async def replica_storm(bases: list[str], url: str) -> dict[str, object]:
     try:
         async with engine.connect() as conn:
             for _ in range(50):  # the accepted run finishes in the background
-                rows = (await conn.execute(
-                    select(runs_table.c.status, func.count())
-                    .where(runs_table.c.name == "hourly", runs_table.c.scheduled_at == slot)
-                    .group_by(runs_table.c.status)
-                )).all()
+                rows = (
+                    await conn.execute(
+                        select(runs_table.c.status, func.count())
+                        .where(runs_table.c.name == "hourly", runs_table.c.scheduled_at == slot)
+                        .group_by(runs_table.c.status)
+                    )
+                ).all()
                 if rows and all(status != "running" for status, _ in rows):
                     break
                 await asyncio.sleep(0.1)
@@ -221,9 +237,10 @@ def main() -> None:
 
             reset_postgres(args.postgres_url)
             pg_env = env | {"VOLTRO_DATABASE_URL": args.postgres_url}
-            with server(pg_env | {"VOLTRO_REPLICA_ID": "storm-a"}, tmp) as a, server(
-                pg_env | {"VOLTRO_REPLICA_ID": "storm-b"}, tmp
-            ) as b:
+            with (
+                server(pg_env | {"VOLTRO_REPLICA_ID": "storm-a"}, tmp) as a,
+                server(pg_env | {"VOLTRO_REPLICA_ID": "storm-b"}, tmp) as b,
+            ):
                 replicas = asyncio.run(replica_storm([a, b], args.postgres_url))
     print(f"trigger route vs bare route, {args.concurrency} in flight, {args.seconds:g} s each")
     print(f"  bare route        : {result['bare_rps']:8,.0f} req/s  {result['bare_codes']}")

@@ -52,10 +52,12 @@ from sqlalchemy import inspect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from support.cluster import run_async
+from support.stores import open_store
 from support.waiting import HANG
 
 from fastapi_voltro_schedules.migrations import VOLTRO_TABLES
 from fastapi_voltro_schedules.models import ALEMBIC_VERSION_TABLE
+from fastapi_voltro_schedules.store import SQLStore
 
 POSTGRES_ENV = "VOLTRO_TEST_POSTGRES_URL"
 MYSQL_ENV = "VOLTRO_TEST_MYSQL_URL"
@@ -322,3 +324,19 @@ async def async_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
+
+
+REAL_STORES = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
+]
+URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
+
+
+@pytest.fixture(params=REAL_STORES)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[SQLStore]:
+    """A migrated store on each real backend — a SQLite file, Postgres, MariaDB — cleaned
+    first (a module that needs another set, an in-memory SQLite say, defines its own)."""
+    async with open_store(request.getfixturevalue(URL_FIXTURE[request.param])) as s:
+        yield s

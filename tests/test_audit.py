@@ -5,7 +5,6 @@ verb."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -168,19 +167,6 @@ def test_report_forms_and_bad_range() -> None:
 
 
 # --------------------------------------------------------------------------- on real stores
-
-STORE_PARAMS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
-]
-_URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
-
-
-@pytest.fixture(params=STORE_PARAMS)
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[SQLStore]:
-    async with open_store(request.getfixturevalue(_URL_FIXTURE[request.param])) as s:
-        yield s
 
 
 async def test_runs_between_pages_without_splitting_a_slot(store: SQLStore) -> None:

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +23,6 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 from support.running import served
 from support.servers import REPO
-from support.stores import open_store
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
@@ -55,20 +53,6 @@ from fastapi_voltro_schedules.testing import ManualClock
 
 T0 = datetime(2026, 5, 28, 9, 0, tzinfo=UTC)
 ME = "replica-a"
-
-STORE_PARAMS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
-]
-_URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
-
-
-@pytest.fixture(params=STORE_PARAMS)
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[SQLStore]:
-    url: str = request.getfixturevalue(_URL_FIXTURE[request.param])
-    async with open_store(url) as s:
-        yield s
 
 
 def running(name: str, at: datetime, trigger: Trigger = Trigger.SELF) -> RunRecord:

@@ -9,12 +9,10 @@ without reading the ledger.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import delete, func, select
 from support.stores import open_store
 
@@ -25,20 +23,6 @@ from fastapi_voltro_schedules.store import statements as q
 
 T0 = datetime(2026, 5, 28, 9, 0, 0, 123456, tzinfo=UTC)
 ME = "replica-a"
-
-STORE_PARAMS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
-]
-_URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
-
-
-@pytest.fixture(params=STORE_PARAMS)
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[SQLStore]:
-    url: str = request.getfixturevalue(_URL_FIXTURE[request.param])
-    async with open_store(url) as s:
-        yield s
 
 
 def row(
