@@ -291,7 +291,12 @@ def test_a_replica_halted_inside_its_beat_holds_no_other_replica_back(
         flag = flags[[r.replica_id for r in replicas].index(halted_id)]
         frozen = Path(f"{flag}.frozen")
         flag.touch()
-        wait_for(frozen.exists, interval=0.02, what="the replica halting inside its beat")
+        # the file appears before its instant is written into it
+        wait_for(
+            lambda: frozen.exists() and frozen.read_text().strip() != "",
+            interval=0.02,
+            what="the replica halting inside its beat",
+        )
         halted_at = datetime.fromtimestamp(float(frozen.read_text()), UTC)
         during = seconds_between(halted_at + PERIOD, halted_at + PERIOD + HALTED)
 

@@ -59,7 +59,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     package_dir = Path(package_file).parent
     assert package_dir.is_relative_to(venv), package_dir
     assert Path(location) == package_dir / "_alembic"
-    assert head == "0012"
+    assert head == "0013"
     versions = sorted(
         p.name for p in (package_dir / "_alembic" / "versions").glob("00[0-9][0-9]*.py")
     )
@@ -76,6 +76,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "0010_run_jobs.py",
         "0011_definition_exclude.py",
         "0012_scale_listing_state.py",
+        "0013_success_rollups.py",
     ]
     assert (package_dir / "_alembic" / "env.py").is_file()
     assert (package_dir / "_alembic" / "script.py.mako").is_file()
@@ -109,7 +110,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
     assert result.stdout.strip() == (
         "voltro migrate: _voltro_schedule_runs, _voltro_schedule_claims, _voltro_schedule_pauses, "
         "_voltro_schedule_pause_spans, _voltro_schedule_definitions, _voltro_schedule_members, "
-        "_voltro_schedule_leases, _voltro_schedule_state at 0012 (sqlite)"
+        "_voltro_schedule_leases, _voltro_schedule_state, _voltro_schedule_rollups at 0013 (sqlite)"
     )
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -122,5 +123,7 @@ def test_wheel_ships_migrations_and_voltro_migrate_works(tmp_path: Path) -> None
         "_voltro_schedule_definitions",
         "_voltro_schedule_members",
         "_voltro_schedule_leases",
+        "_voltro_schedule_state",
+        "_voltro_schedule_rollups",
     } <= tables
-    assert version == [("0012",)]
+    assert version == [("0013",)]
