@@ -331,6 +331,11 @@ REAL_STORES = [
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     pytest.param("mariadb", id="mariadb", marks=pytest.mark.mariadb),
 ]
+SERVERS = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mariadb", marks=pytest.mark.mariadb),
+]
+"""``@pytest.mark.parametrize("server", SERVERS)``: a test on each database server."""
 URL_FIXTURE = {"sqlite": "sqlite_url", "postgres": "postgres_url", "mariadb": "mariadb_url"}
 
 

@@ -11,8 +11,6 @@ fires — on the injected clock, through the real engine, on every store, ending
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,8 +20,8 @@ from zoneinfo import ZoneInfo
 
 import holidays
 import pytest
+from support.cluster import audit_database_cli
 from support.running import runs_of, served
-from support.servers import REPO
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import (
@@ -200,16 +198,6 @@ async def _rows(s: Scheduling, name: str, count: int) -> list[Any]:
     return found
 
 
-def audit_cli(url: str, start: datetime, end: datetime) -> subprocess.CompletedProcess[str]:
-    """``voltro schedule audit`` as an operator runs it: a process of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
-         "--database-url", url, "--from", start.isoformat(), "--to", end.isoformat(), "--json"],
-        cwd=REPO / "tests", env={**os.environ, "VOLTRO_DEV": ""}, capture_output=True,
-        text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
 async def test_easter_2026_is_skipped_with_rows_and_the_next_working_day_fires(
     database_url: str,
 ) -> None:
@@ -241,7 +229,7 @@ async def test_easter_2026_is_skipped_with_rows_and_the_next_working_day_fires(
     ]
     assert ran == [berlin(4, 2), berlin(4, 7)]  # the handler never saw a holiday
     assert report.clean and report.excluded == 2 and report.gap_checked == ("weekdayReport",)
-    done = audit_cli(database_url, start, berlin(4, 8))
+    done = audit_database_cli(database_url, start, berlin(4, 8))
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert json.loads(done.stdout)["excluded"] == 2
 
@@ -391,7 +379,7 @@ async def test_a_run_time_exclusion_over_http_is_validated_versioned_and_audited
         [{"country": "DE", "language": "de", "subdiv": "BY"}],
     ]
     assert view["exclude"] == ["2026-05-27", {"country": "DE", "language": "de", "subdiv": "BY"}]
-    done = audit_cli(database_url, start, berlin(5, 26, 10))
+    done = audit_database_cli(database_url, start, berlin(5, 26, 10))
     assert done.returncode == 0, (done.stdout, done.stderr)
     report = json.loads(done.stdout)
     assert report["gapChecked"] == ["payroll.acme"] and report["excluded"] == 1

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from conftest import SERVERS
 from support.running import runs_of
 from support.waiting import wait_until
 
@@ -80,13 +81,7 @@ def slot_row(rows: list[RunRecord], slot: datetime) -> list[RunRecord]:
     return [r for r in rows if r.scheduled_at == slot]
 
 
-@pytest.mark.parametrize(
-    "server",
-    [
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("mariadb", marks=pytest.mark.mariadb),
-    ],
-)
+@pytest.mark.parametrize("server", SERVERS)
 async def test_two_replicas_record_a_slot_claimed_and_never_recorded_once(
     server: str, request: pytest.FixtureRequest
 ) -> None:

@@ -202,6 +202,19 @@ def audit_cli(
     )  # fmt: skip
 
 
+def audit_database_cli(
+    url: str, start: datetime, end: datetime
+) -> subprocess.CompletedProcess[str]:
+    """``voltro schedule audit --json`` of the ledger at ``url`` over ``[start, end]``, as an
+    operator runs it: a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "fastapi_voltro_schedules", "schedule", "audit",
+         "--database-url", url, "--from", start.isoformat(), "--to", end.isoformat(), "--json"],
+        cwd=REPO / "tests", env={**os.environ, "VOLTRO_DEV": ""}, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
 def pause_schedule(replica: Server, name: str, token: str, reason: str) -> httpx.Response:
     """``POST /_voltro/inspect/schedules/{name}/pause`` on one replica, answered 200."""
     r = httpx.post(
