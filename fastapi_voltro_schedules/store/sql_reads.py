@@ -6,9 +6,9 @@ rows, so no replica's clock decides whether another replica's run is abandoned.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -17,9 +17,6 @@ from . import statements as q
 from .base import Latest, OutcomeRecord, RollupRecord, RunRecord
 from .sql_connections import SQLConnections, aware
 from .statements.rollups import rollups_between
-
-if TYPE_CHECKING:
-    from sqlalchemy.sql.selectable import TextualSelect
 
 
 class SQLReads(SQLConnections):
@@ -83,7 +80,24 @@ class SQLReads(SQLConnections):
         return (await self.last_runs([name])).get(name)
 
     async def last_runs(self, names: Collection[str]) -> dict[str, RunRecord]:
-        return await self._newest_per_name("last_runs", q.last_runs, names)
+        if not names:
+            return {}
+        dialect = self.engine.dialect.name
+        stmt = q.last_runs(dialect)
+        ordered = list(dict.fromkeys(names))
+        found: dict[str, RunRecord] = {}
+        # chunked: one statement per NAME_CHUNK names, so 10,000 schedules never make one
+        # unbounded parameter (or one statement a pool timeout could kill halfway)
+        for start in range(0, len(ordered), q.NAME_CHUNK):
+            params = q.last_runs_params(ordered[start : start + q.NAME_CHUNK], dialect)
+
+            async def work(conn: AsyncConnection, params: dict[str, Any] = params) -> None:
+                for row in await conn.execute(stmt, params):
+                    record = RunRecord.from_row(row._mapping)
+                    found[record.name] = record
+
+            await self._attempt("last_runs", work, write=False)
+        return found
 
     async def latest(self, names: Collection[str]) -> Latest:
         ordered = list(dict.fromkeys(names))
@@ -106,9 +120,7 @@ class SQLReads(SQLConnections):
                         found.newest[record.name] = record
                     if fields["is_last"]:
                         found.last[record.name] = record
-                for row in await conn.execute(states):
-                    outcome = OutcomeRecord.from_row(row._mapping)
-                    found.outcomes[outcome.name] = outcome
+                await _read_outcomes(conn, states, found.outcomes)
                 return found
 
             # each chunk's answer kept only once its attempt succeeded (a retry reads it again)
@@ -117,31 +129,6 @@ class SQLReads(SQLConnections):
             latest.last.update(found.last)
             latest.outcomes.update(found.outcomes)
         return latest
-
-    async def _newest_per_name(
-        self,
-        operation: str,
-        statement: Callable[[str], TextualSelect],
-        names: Collection[str],
-    ) -> dict[str, RunRecord]:
-        if not names:
-            return {}
-        dialect = self.engine.dialect.name
-        stmt = statement(dialect)
-        ordered = list(dict.fromkeys(names))
-        found: dict[str, RunRecord] = {}
-        # chunked: one statement per NAME_CHUNK names, so 10,000 schedules never make one
-        # unbounded parameter (or one statement a pool timeout could kill halfway)
-        for start in range(0, len(ordered), q.NAME_CHUNK):
-            params = q.last_runs_params(ordered[start : start + q.NAME_CHUNK], dialect)
-
-            async def work(conn: AsyncConnection, params: dict[str, Any] = params) -> None:
-                for row in await conn.execute(stmt, params):
-                    record = RunRecord.from_row(row._mapping)
-                    found[record.name] = record
-
-            await self._attempt(operation, work, write=False)
-        return found
 
     async def rollups(
         self, names: Collection[str] | None, first: datetime, last: datetime, limit: int = 1000
@@ -164,9 +151,7 @@ class SQLReads(SQLConnections):
             stmt = q.states_of(ordered[start : start + q.NAME_CHUNK], dialect)
 
             async def work(conn: AsyncConnection, stmt: Any = stmt) -> None:
-                for row in await conn.execute(stmt):
-                    record = OutcomeRecord.from_row(row._mapping)
-                    found[record.name] = record
+                await _read_outcomes(conn, stmt, found)
 
             await self._attempt("outcomes", work, write=False)
         return found
@@ -244,3 +229,12 @@ class SQLReads(SQLConnections):
         for row in await self._read_runs("queued_names", q.queued_rows()):
             by_name.setdefault(row.name, []).append(row)
         return by_name
+
+
+async def _read_outcomes(
+    conn: AsyncConnection, states: Any, into: dict[str, OutcomeRecord]
+) -> None:
+    """The outcomes ``states`` (a :func:`~.statements.states_of`) reads, by name, into ``into``."""
+    for row in await conn.execute(states):
+        outcome = OutcomeRecord.from_row(row._mapping)
+        into[outcome.name] = outcome

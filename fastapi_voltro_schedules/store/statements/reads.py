@@ -218,7 +218,13 @@ def last_runs(dialect_name: str) -> TextualSelect:
 
     One parameter, ``:names`` — build it with :func:`last_runs_params`.
     """
-    return _newest_per_name(dialect_name, clock_only=True)
+    pick = _pick(dialect_name, clock_only=True)
+    sql = (
+        f"SELECT {_columns(dialect_name)} FROM (SELECT ({pick}) AS pick "
+        f"FROM {_names_source(dialect_name)}) AS picks "
+        f"JOIN {runs_table.name} AS r ON r.id = picks.pick"
+    )
+    return text(sql).columns(*runs_table.c)
 
 
 @cache
@@ -241,16 +247,6 @@ def latest_runs(dialect_name: str) -> TextualSelect:
         f"JOIN {runs_table.name} AS r{hint} ON r.id IN (picks.newest, picks.last)"
     )
     return text(sql).columns(*runs_table.c, column("is_newest"), column("is_last"))
-
-
-def _newest_per_name(dialect_name: str, *, clock_only: bool) -> TextualSelect:
-    pick = _pick(dialect_name, clock_only=clock_only)
-    sql = (
-        f"SELECT {_columns(dialect_name)} FROM (SELECT ({pick}) AS pick "
-        f"FROM {_names_source(dialect_name)}) AS picks "
-        f"JOIN {runs_table.name} AS r ON r.id = picks.pick"
-    )
-    return text(sql).columns(*runs_table.c)
 
 
 def _columns(dialect_name: str) -> str:
