@@ -77,10 +77,10 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         await s.dispose()
 
 
-def _row(name: str, replica: str) -> RunRecord:
+def _row(name: str, replica: str, slot: datetime = SLOT) -> RunRecord:
     return new_row(
         name,
-        SLOT,
+        slot,
         RunStatus.RUNNING,
         Trigger.SELF,
         CoordinationOutcome.CLUSTER,
@@ -290,6 +290,48 @@ async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Stor
     assert {n: p.fire + p.missed for n, p in took.items()} == {"x": [SLOT]}  # 09:00 caught up
     assert await gate.elect(hourly, SLOT, Trigger.SELF) is CoordinationOutcome.CLUSTER
     assert await gate.elect(hourly, SLOT, Trigger.SELF) is None  # once
+
+
+async def test_a_late_beat_does_not_plan_again_a_slot_admitted_before_it(store: Store) -> None:
+    """The same late beat, but 09:00 was admitted before the lease lapsed here and its row is
+    still on its way (a herd's insert waiting for the pool): the ledger has no row of it yet.
+    Taken over again with the same token, the catch-up must not plan 09:00 — its row is
+    written through the same token, and the handler would run twice (test_cluster_coordination
+    saw a slot twice under load)."""
+    from fastapi_voltro_schedules import define_schedule
+    from fastapi_voltro_schedules.coordination.cluster import Membership
+
+    async def noop(ctx: object) -> None:
+        return None
+
+    every_minute = define_schedule(name="x", cron="* * * * *", timezone="UTC", handler=noop)
+    clock = ManualClock(SLOT - timedelta(seconds=10))
+    gate = ClusterGate(
+        LeaseStore(store), ClaimGate(Ledger(store, clock, "a"), store, clock, "a"), clock, "a"
+    )
+    membership = Membership(
+        gate=gate, store=store, clock=clock, schedules=[every_minute], heartbeat_ms=60_000
+    )
+    await membership.beat()  # takes x at 08:59:50
+    assert gate.tokens() == {"x": 1}
+    before = SLOT - timedelta(minutes=1)
+    assert await gate.elect(every_minute, before, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    assert len(await gate.insert([_row("x", "a", before)])) == 1  # 08:59 ran: in the ledger
+
+    clock.set(SLOT + timedelta(seconds=5))
+    assert await gate.elect(every_minute, SLOT, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    clock.set(SLOT + timedelta(seconds=65))
+    gate.held["x"].valid_until = time.monotonic() - 1  # the beat is late: trusted no longer
+    later = SLOT + timedelta(minutes=1)
+    assert await gate.elect(every_minute, later, Trigger.SELF) is None  # 09:01 refused
+
+    took = await membership.beat()  # same token; 09:00's row not in the ledger yet
+    assert gate.tokens() == {"x": 1}
+    assert {n: p.fire + p.missed for n, p in took.items()} == {"x": [later]}  # 09:01 only
+    row = _row("x", "a")
+    assert [r.id for r in await gate.insert([row])] == [row.id]  # 09:00's row lands
+    assert await gate.elect(every_minute, SLOT, Trigger.SELF) is None  # and 09:00 is not again
+    assert await gate.elect(every_minute, later, Trigger.SELF) is CoordinationOutcome.CLUSTER
 
 
 @pytest.mark.parametrize("server", SERVERS)

@@ -97,6 +97,10 @@ class Held:
     sent before then, so the database's expiry is later): the local half of the fence."""
     permits: set[datetime] = field(default_factory=set)
     """Catch-up slots at or before ``boundary`` admitted once each."""
+    admitted: datetime | None = None
+    """The latest slot this gate admitted under the lease. Its row may still be on its way to
+    the ledger when a late beat takes the lease over again with the same token: the takeover's
+    catch-up starts after it, or it would be planned again from a ledger that lacks it."""
 
 
 class ClusterGate:
@@ -125,8 +129,11 @@ class ClusterGate:
             return None
         if slot in held.permits:
             held.permits.discard(slot)
-            return held
-        return held if slot > held.boundary else None
+        elif slot <= held.boundary:
+            return None
+        if held.admitted is None or slot > held.admitted:
+            held.admitted = slot
+        return held
 
     def tokens(self) -> dict[str, int]:
         return {name: held.token for name, held in self.held.items()}
@@ -275,9 +282,16 @@ class Membership:
         released: list[str] = []
         lost: list[str] = []
         moved: list[str] = []
+        # of the leases dropped here, the latest slot each admitted: taken again at this beat,
+        # the catch-up starts after it
+        admitted: dict[str, datetime] = {}
         for name in list(self.gate.held):
             token = held.get(name)
             mine = self.gate.held[name]
+            if (token is None or token != mine.token or answered >= mine.valid_until) and (
+                mine.admitted is not None
+            ):
+                admitted[name] = mine.admitted
             if token is None or token != mine.token:
                 self.gate.drop(name)
                 heir = owner_of(name, members)
@@ -305,10 +319,10 @@ class Membership:
         _tell(logging.WARNING, "lease lost — taken over", lost)
         _tell(logging.INFO, "ownership moved", moved)
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
-        return await self._take_over(gained, valid_until) if gained else {}
+        return await self._take_over(gained, valid_until, admitted) if gained else {}
 
     async def _take_over(
-        self, gained: dict[str, int], valid_until: float
+        self, gained: dict[str, int], valid_until: float, admitted: Mapping[str, datetime]
     ) -> dict[str, CatchUpPlan]:
         try:
             last = await self.store.last_runs(list(gained))
@@ -323,6 +337,8 @@ class Membership:
             schedule = self.schedules[name]
             last_run = last.get(name)
             last_slot = None if last_run is None else last_run.scheduled_at
+            if (ours := admitted.get(name)) is not None and (last_slot is None or ours > last_slot):
+                last_slot = ours  # admitted here, its row not (yet) in the ledger
             boundary = now if last_slot is None else max(now, last_slot)
             plan = plan_takeover(
                 last_slot,
