@@ -209,12 +209,23 @@ async def boot(p: dict[str, Any]) -> dict[str, Any]:
 async def written_herd(p: dict[str, Any]) -> dict[str, Any]:
     """A replica with no declared schedule: ``p["n"]`` run-time schedules are written while it
     runs (by ``bench.runtime_herd``, over HTTP on the replica given ``serve_port``), all due at
-    ``p["at"]``. Figures: when this replica had every one armed (``has_all_at``), and the herd."""
+    ``p["at"]``. Figures: when this replica had every one armed (``has_all_at``), and the herd.
+
+    ``p["declared"]``: the yardstick — the same replica (config, app, routes served, handler),
+    its ``n`` schedules declared in code instead; nothing is written to it."""
     import anyio
     import uvicorn
     from fastapi import FastAPI
 
     n, at, url = p["n"], p["at"], p["url"]
+    declared = []
+    if p.get("declared"):
+        instant = datetime.fromtimestamp(at, UTC)
+        cron = f"{instant.second} {instant.minute} {instant.hour} * * *"
+        declared = [
+            define_schedule(name=f"w{i}", cron=cron, timezone="UTC", handler=written_handler)
+            for i in range(n)
+        ]
     extra: dict[str, Any] = {
         key: p[key] for key in ("coordination", "change_strategy", "inspect_token") if p.get(key)
     }
@@ -226,7 +237,7 @@ async def written_herd(p: dict[str, Any]) -> dict[str, Any]:
         schedule_heartbeat_ms=p.get("heartbeat_ms", 2000),
         **extra,
     )
-    scheduling = Scheduling([], config=config, handlers=[written_handler])
+    scheduling = Scheduling(declared, config=config, handlers=[written_handler])
     app = FastAPI()
     app.include_router(schedules_router)
     async with scheduling.run(app), anyio.create_task_group() as tg:
