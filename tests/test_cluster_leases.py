@@ -21,7 +21,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from support.tcp_proxy import TcpProxy
 
 from fastapi_voltro_schedules.coordination.claim import ClaimGate
-from fastapi_voltro_schedules.coordination.cluster import ClusterGate, Held, assigned, owner_of
+from fastapi_voltro_schedules.coordination.cluster import (
+    ClusterGate,
+    Held,
+    Membership,
+    assigned,
+    owner_of,
+)
+from fastapi_voltro_schedules.definition import Schedule
 from fastapi_voltro_schedules.enums import CoordinationOutcome, RunStatus, Trigger
 from fastapi_voltro_schedules.errors import StoreUnavailableError
 from fastapi_voltro_schedules.ledger import Ledger, new_row
@@ -259,24 +266,33 @@ async def test_a_replica_frozen_inside_a_fenced_insert_stalls_no_other_beat(
     assert await leases.sync("b", ["x", "z"], 60_000) == {"x": 2, "z": 1}
 
 
-async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Store) -> None:
-    """A late beat: the replica stopped trusting its lease (the local bound) and its gate
-    refused a slot, while the database kept the lease its own with the same token. The next beat
-    renews it — and must catch the refused slot up, since nobody else will fire it."""
+def _schedule_x(cron: str) -> Schedule:
     from fastapi_voltro_schedules import define_schedule
-    from fastapi_voltro_schedules.coordination.cluster import Membership
 
     async def noop(ctx: object) -> None:
         return None
 
-    hourly = define_schedule(name="x", cron="0 * * * *", timezone="UTC", handler=noop)
+    return define_schedule(name="x", cron=cron, timezone="UTC", handler=noop)
+
+
+def _one_member(store: Store, schedule: Schedule) -> tuple[ManualClock, ClusterGate, Membership]:
+    """Replica ``a`` of a cluster with one schedule and a 60 s beat, its clock at 08:59:50."""
     clock = ManualClock(SLOT - timedelta(seconds=10))
     gate = ClusterGate(
         LeaseStore(store), ClaimGate(Ledger(store, clock, "a"), store, clock, "a"), clock, "a"
     )
     membership = Membership(
-        gate=gate, store=store, clock=clock, schedules=[hourly], heartbeat_ms=60_000
+        gate=gate, store=store, clock=clock, schedules=[schedule], heartbeat_ms=60_000
     )
+    return clock, gate, membership
+
+
+async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Store) -> None:
+    """A late beat: the replica stopped trusting its lease (the local bound) and its gate
+    refused a slot, while the database kept the lease its own with the same token. The next beat
+    renews it — and must catch the refused slot up, since nobody else will fire it."""
+    hourly = _schedule_x("0 * * * *")
+    clock, gate, membership = _one_member(store, hourly)
     # the membership only answers what it took over (the engine starts those catch-ups)
     took = await membership.beat()  # takes x at 08:59:50: nothing to catch up
     assert gate.tokens() == {"x": 1} and took == {}
@@ -298,20 +314,8 @@ async def test_a_late_beat_does_not_plan_again_a_slot_admitted_before_it(store: 
     Taken over again with the same token, the catch-up must not plan 09:00 — its row is
     written through the same token, and the handler would run twice (test_cluster_coordination
     saw a slot twice under load)."""
-    from fastapi_voltro_schedules import define_schedule
-    from fastapi_voltro_schedules.coordination.cluster import Membership
-
-    async def noop(ctx: object) -> None:
-        return None
-
-    every_minute = define_schedule(name="x", cron="* * * * *", timezone="UTC", handler=noop)
-    clock = ManualClock(SLOT - timedelta(seconds=10))
-    gate = ClusterGate(
-        LeaseStore(store), ClaimGate(Ledger(store, clock, "a"), store, clock, "a"), clock, "a"
-    )
-    membership = Membership(
-        gate=gate, store=store, clock=clock, schedules=[every_minute], heartbeat_ms=60_000
-    )
+    every_minute = _schedule_x("* * * * *")
+    clock, gate, membership = _one_member(store, every_minute)
     await membership.beat()  # takes x at 08:59:50
     assert gate.tokens() == {"x": 1}
     before = SLOT - timedelta(minutes=1)
