@@ -53,21 +53,21 @@ kept (a paused schedule stays paused) and a warning is logged once per outage.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
 
 from .errors import PauseUntilPassedError, StoreUnavailableError
 from .logs import logger
-from .records import ALL_SCHEDULES
+from .records import ALL_SCHEDULES, RESUMES_BY_ITSELF, PauseRecord
 
 if TYPE_CHECKING:
     from .clock import Clock
-    from .store import PauseRecord, Store
+    from .store import Store
 
 __all__ = [
     "ALL_SCHEDULES",
@@ -88,6 +88,8 @@ background check, a refresh before each instant, then leaves nothing for the tim
 IDLE_CHECK_SECONDS = 30.0
 """The longest the background check waits on a SQLite ledger with nothing due."""
 MAX_REASON_LENGTH = 500
+
+_Written = TypeVar("_Written", PauseRecord, PauseRecord | None)
 
 
 class PauseView:
@@ -209,6 +211,10 @@ class Pauses(PauseView):
         self.store = store
         self.clock = clock
         self._records: dict[str, PauseRecord] = {}
+        self._writing: dict[str, PauseRecord] = {}
+        """What this process's pause/resume calls hold while their write is in flight (see
+        :meth:`_hold_while_writing`): a refresh that read the table before the write
+        committed keeps them."""
         self._failing = False
         self.due_in: Callable[[], float] | None = None
         """Seconds until the timer's next instant (set by the scheduler once its engine is
@@ -262,7 +268,9 @@ class Pauses(PauseView):
     async def refresh(self) -> None:
         """Replace the copy with the table. Raises ``StoreUnavailableError`` (copy kept)."""
         rows = await self.store.pauses()
-        self._records = {row.name: row for row in rows}
+        records = {row.name: row for row in rows}
+        records.update(self._writing)
+        self._records = records
         self._announce()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -331,8 +339,13 @@ class Pauses(PauseView):
 
     async def pause(self, name: str, *, by: str, reason: str | None) -> PauseRecord:
         """Pause ``name`` cluster-wide (idempotent: an existing pause keeps its who/when)."""
-        record = await self.store.pause(
-            name, paused_at=self.clock.now(), paused_by=by, reason=reason
+        now = self.clock.now()
+        own = self._records.get(name)
+        held = None if own is not None and own.active else PauseRecord(name, now, by, reason)
+        record = await self._hold_while_writing(
+            name,
+            held,
+            self.store.pause(name, paused_at=now, paused_by=by, reason=reason),
         )
         self._records[name] = record
         logger.info(
@@ -356,7 +369,22 @@ class Pauses(PauseView):
                 f"until={until.isoformat()} is not after now ({now.isoformat()}) — name a "
                 "later instant, or leave it out to pause until resumed"
             )
-        record = await self.store.pause_all(paused_at=now, paused_by=by, reason=reason, until=until)
+        held = None
+        if self.fleet() is None:  # a window in force already holds every slot
+            held = PauseRecord(
+                ALL_SCHEDULES,
+                now,
+                by,
+                reason,
+                resumed_at=until,
+                resumed_by=None if until is None else RESUMES_BY_ITSELF,
+                until=until,
+            )
+        record = await self._hold_while_writing(
+            ALL_SCHEDULES,
+            held,
+            self.store.pause_all(paused_at=now, paused_by=by, reason=reason, until=until),
+        )
         self._records[ALL_SCHEDULES] = record
         logger.warning(
             "schedule: every schedule paused  by=%s since=%s until=%s%s",
@@ -368,11 +396,44 @@ class Pauses(PauseView):
         self._announce()
         return record
 
+    async def _hold_while_writing(
+        self, name: str, held: PauseRecord | None, write: Awaitable[_Written]
+    ) -> _Written:
+        """Await ``write`` (a pause or resume of ``name`` stamped ``now``) with ``held`` — the
+        row it will leave, as this process can tell beforehand — already in the copy, so it
+        holds from the instant the write is stamped at: the timer and admission ask the copy,
+        and a slot falling due while the write is in flight (a busy database: tens of ms)
+        must already see it — a pause that let it fire, or a resume that dropped it, left a
+        run inside the recorded span, or a hole after it. ``held`` is ``None`` when the copy
+        already says what the write leaves (paused again, resumed while not paused). A
+        failed write puts back what was there."""
+        if held is None:
+            return await write
+        before = self._records.get(name)
+        self._writing[name] = self._records[name] = held
+        try:
+            return await write
+        except BaseException:
+            if self._records.get(name) is held:
+                if before is None:
+                    del self._records[name]
+                else:
+                    self._records[name] = before
+            raise
+        finally:
+            if self._writing.get(name) is held:
+                del self._writing[name]
+
     async def resume_all(self, *, by: str) -> PauseRecord | None:
         """End the fleet-wide pause now; ``None`` if every schedule was never paused at once.
         The next occurrences fire; the window is not caught up. Schedules paused on their
         own stay paused."""
-        record = await self.store.resume_all(resumed_at=self.clock.now(), resumed_by=by)
+        now = self.clock.now()
+        fleet = self.fleet()
+        held = None if fleet is None else replace(fleet, resumed_at=now, resumed_by=by, until=None)
+        record = await self._hold_while_writing(
+            ALL_SCHEDULES, held, self.store.resume_all(resumed_at=now, resumed_by=by)
+        )
         if record is not None:
             self._records[ALL_SCHEDULES] = record
             logger.warning("schedule: every schedule resumed  by=%s", by)
@@ -382,7 +443,14 @@ class Pauses(PauseView):
     async def resume(self, name: str, *, by: str) -> PauseRecord | None:
         """Resume ``name``; ``None`` if it was never paused. The next occurrence fires; the
         paused span is not caught up."""
-        record = await self.store.resume(name, resumed_at=self.clock.now(), resumed_by=by)
+        now = self.clock.now()
+        own = self._records.get(name)
+        held = None
+        if own is not None and own.active:
+            held = replace(own, resumed_at=now, resumed_by=by)
+        record = await self._hold_while_writing(
+            name, held, self.store.resume(name, resumed_at=now, resumed_by=by)
+        )
         if record is not None:
             self._records[name] = record
             logger.info("schedule: resumed  name=%s by=%s", name, record.resumed_by)

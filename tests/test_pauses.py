@@ -5,14 +5,20 @@ arrivals answered ``paused``, Run now and backfill refused."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
+from typing import Any
 
+import anyio
+import httpx
 import pytest
 from support.pausing import AUTH, BASE, READ, TRIGGER_AUTH, at, pause_scheduling
 from support.running import runs_of, served
 from support.waiting import wait_until
 
 from fastapi_voltro_schedules import Scheduling
+from fastapi_voltro_schedules.errors import StoreUnavailableError
 from fastapi_voltro_schedules.external_missed import ExternalMissedWatcher
+from fastapi_voltro_schedules.pauses import ALL_SCHEDULES
 from fastapi_voltro_schedules.testing import ManualClock
 
 
@@ -110,6 +116,126 @@ async def test_pause_stops_firing_and_resume_starts_at_the_next_occurrence(
         entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
         assert entry["paused"] is False and entry["pause"] is None
         assert entry["nextFiring"] == "2026-06-01T12:07:00.000Z"
+
+
+class _SlowWrites:
+    """The real store, with each pause/resume write held until the test lets it go — or
+    failed, like a database that went away mid-write: what a busy database's tens of
+    milliseconds look like, made as long as the test needs."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.release = anyio.Event()
+        self.fail = False
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._store, attr)
+
+    async def _held(self, write: str, *args: Any, **kwargs: Any) -> Any:
+        await self.release.wait()
+        if self.fail:
+            raise StoreUnavailableError(f"{write}: the database went away (test)")
+        return await getattr(self._store, write)(*args, **kwargs)
+
+    async def pause(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held("pause", *args, **kwargs)
+
+    async def resume(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held("resume", *args, **kwargs)
+
+    async def pause_all(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held("pause_all", *args, **kwargs)
+
+    async def resume_all(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held("resume_all", *args, **kwargs)
+
+
+async def test_a_slot_due_while_the_pause_or_resume_is_being_written_follows_it(
+    sqlite_url: str,
+) -> None:
+    """The pause holds from the instant it is stamped with, not from when its write returns:
+    a slot falling due while the write is in flight is not fired (the ledger would hold a run
+    inside the recorded span — CI caught one on a loaded machine); after a resume, one is
+    fired, not dropped (a hole the audit would report). A failed write changes nothing."""
+    clock = ManualClock(at(0, 59))
+    s = pause_scheduling(sqlite_url, clock)
+    async with served(s) as client, anyio.create_task_group() as tg:
+        pauses = s.pauses
+        assert pauses is not None
+        slow = _SlowWrites(pauses.store)
+        pauses.store = slow
+        answers: dict[str, httpx.Response] = {}
+
+        async def post(action: str) -> None:
+            answers[action] = await client.post(f"{BASE}/minutely/{action}", headers=AUTH)
+
+        tg.start_soon(post, "pause")
+        await wait_until(lambda: pauses.is_paused("minutely"), what="the pause, held at once")
+        await pauses.refresh()  # a re-read of the table, which has no row yet, keeps it
+        assert pauses.is_paused("minutely")
+        await move(clock, at(1))
+        await passed(s, at(1), "minutely")
+        await wait_until(lambda: _has(s, "latest", at(1)), what="latest's row at 1")
+        slow.release.set()
+        await wait_until(lambda: "pause" in answers, what="the pause's answer")
+        assert answers["pause"].status_code == 200, answers["pause"].text
+        assert answers["pause"].json()["pause"]["pausedAt"] == "2026-06-01T12:00:59.000Z"
+        assert await slots_of(s, "minutely") == []  # 12:01 fell inside the span: not fired
+
+        slow.release = anyio.Event()
+        await move(clock, at(1, 59))
+        tg.start_soon(post, "resume")
+        await wait_until(lambda: not pauses.is_paused("minutely"), what="the resume, at once")
+        await move(clock, at(2))
+        await wait_slots(s, "minutely", [at(2)])  # after the span: fired, not dropped
+        slow.release.set()
+        await wait_until(lambda: "resume" in answers, what="the resume's answer")
+        assert answers["resume"].json()["resumedAt"] == "2026-06-01T12:01:59.000Z"
+
+        # a write that fails leaves the copy as it was: not paused, and 12:03 fires
+        slow.release, slow.fail = anyio.Event(), True
+        answers.clear()
+        tg.start_soon(post, "pause")
+        await wait_until(lambda: pauses.is_paused("minutely"), what="the second pause, held")
+        slow.release.set()
+        await wait_until(lambda: "pause" in answers, what="the failed pause's answer")
+        assert answers["pause"].status_code == 503, answers["pause"].text
+        assert not pauses.is_paused("minutely")
+        await move(clock, at(3))
+        await wait_slots(s, "minutely", [at(2), at(3)])
+        listing = (await client.get(BASE, headers=AUTH)).json()
+        entry = {x["name"]: x for x in listing["schedules"]}["minutely"]
+        assert entry["paused"] is False
+
+
+async def test_every_schedule_paused_and_resumed_holds_from_its_stamp_too(sqlite_url: str) -> None:
+    """The same for the fleet-wide pause: held while its write is in flight, with its
+    ``until``; its resume, likewise."""
+    clock = ManualClock(at(0, 59))
+    s = pause_scheduling(sqlite_url, clock)
+    async with served(s), anyio.create_task_group() as tg:
+        pauses = s.pauses
+        assert pauses is not None
+        slow = _SlowWrites(pauses.store)
+        pauses.store = slow
+        tg.start_soon(partial(pauses.pause_all, by="operator", reason=None, until=at(5)))
+        await wait_until(lambda: pauses.is_paused("latest"), what="the window, held at once")
+        fleet = pauses.fleet()
+        assert fleet is not None and fleet.until == at(5) and fleet.paused_at == at(0, 59)
+        await move(clock, at(1))
+        await passed(s, at(1), "minutely", "latest")
+        slow.release.set()
+        await wait_until(lambda: pauses.own(ALL_SCHEDULES) != fleet, what="the stored window")
+        assert pauses.fleet() == fleet  # the row as stored is the one held
+        slow.release = anyio.Event()
+        await move(clock, at(1, 30))
+        tg.start_soon(partial(pauses.resume_all, by="operator"))
+        await wait_until(lambda: not pauses.is_paused("latest"), what="the resume, at once")
+        await move(clock, at(2))
+        await wait_slots(s, "latest", [at(2)])
+        slow.release.set()
+        await wait_until(lambda: pauses.own(ALL_SCHEDULES).resumed_by == "operator")
+        assert await slots_of(s, "minutely") == [at(2)]
 
 
 async def test_pause_persists_across_restarts_and_the_boot_backfill_skips_the_paused_span(
