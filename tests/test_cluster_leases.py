@@ -338,6 +338,35 @@ async def test_a_late_beat_does_not_plan_again_a_slot_admitted_before_it(store: 
     assert await gate.elect(every_minute, later, Trigger.SELF) is CoordinationOutcome.CLUSTER
 
 
+async def test_a_fenced_insert_does_not_forget_a_slot_admitted_before_it(store: Store) -> None:
+    """09:00 admitted, its row on its way; then 09:01's insert is fenced (the database let the
+    lease lapse under load) and the lease is dropped here. The next beat takes it again — and
+    must not plan 09:00, whose row then lands through the lease as held again: the handler
+    ran twice for one slot at one replica (test_cluster_coordination, MariaDB, CI)."""
+    every_minute = _schedule_x("* * * * *")
+    clock, gate, membership = _one_member(store, every_minute)
+    await membership.beat()  # takes x at 08:59:50
+    before = SLOT - timedelta(minutes=1)
+    assert await gate.elect(every_minute, before, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    assert len(await gate.insert([_row("x", "a", before)])) == 1  # 08:59 ran: in the ledger
+    clock.set(SLOT + timedelta(seconds=5))
+    assert await gate.elect(every_minute, SLOT, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    later = SLOT + timedelta(minutes=1)
+    clock.set(later + timedelta(seconds=5))
+    assert await gate.elect(every_minute, later, Trigger.SELF) is CoordinationOutcome.CLUSTER
+    gate.held["x"].token += 1  # the token no longer the database's: the insert is fenced
+    assert await gate.insert([_row("x", "a", later)]) == []
+    assert gate.tokens() == {}  # dropped
+
+    took = await membership.beat()  # x again (09:00's row not in the ledger yet)
+    assert gate.tokens() == {"x": 1}
+    assert {n: p.fire + p.missed for n, p in took.items()} == {"x": [later]}  # 09:01 only
+    row = _row("x", "a")
+    assert [r.id for r in await gate.insert([row])] == [row.id]  # 09:00's row lands
+    assert await gate.elect(every_minute, SLOT, Trigger.SELF) is None  # and 09:00 is not again
+    assert await gate.elect(every_minute, later, Trigger.SELF) is CoordinationOutcome.CLUSTER
+
+
 @pytest.mark.parametrize("server", SERVERS)
 async def test_a_lease_statement_cut_off_raises_the_store_error_counter(
     server: str, request: pytest.FixtureRequest

@@ -99,8 +99,8 @@ class Held:
     """Catch-up slots at or before ``boundary`` admitted once each."""
     admitted: datetime | None = None
     """The latest slot this gate admitted under the lease. Its row may still be on its way to
-    the ledger when a late beat takes the lease over again with the same token: the takeover's
-    catch-up starts after it, or it would be planned again from a ledger that lacks it."""
+    the ledger when the lease is dropped here and taken again (see
+    :meth:`ClusterGate.admitted_before`)."""
 
 
 class ClusterGate:
@@ -114,6 +114,9 @@ class ClusterGate:
         self._clock = clock
         self.replica_id = replica_id
         self.held: dict[str, Held] = {}
+        self._dropped: dict[str, datetime] = {}
+        """Of each lease dropped here, the latest slot admitted under it (see
+        :meth:`admitted_before`)."""
 
     # -- what this replica holds ------------------------------------------------------------
 
@@ -121,7 +124,31 @@ class ClusterGate:
         self.held[name] = held
 
     def drop(self, name: str) -> None:
-        self.held.pop(name, None)
+        held = self.held.pop(name, None)
+        if held is not None and held.admitted is not None:
+            before = self._dropped.get(name)
+            if before is None or held.admitted > before:
+                self._dropped[name] = held.admitted
+
+    def _never_landed(self, name: str, slot: datetime) -> None:
+        """``slot``'s row was fenced: the latest slot admitted is the instant before it, so a
+        takeover plans it again (it plans from after that floor)."""
+        floor = slot - timedelta(microseconds=1)
+        held = self.held.get(name)
+        if held is not None:
+            if held.admitted is not None and held.admitted > floor:
+                held.admitted = floor
+        elif (dropped := self._dropped.get(name)) is not None and dropped > floor:
+            self._dropped[name] = floor
+
+    def admitted_before(self, name: str) -> datetime | None:
+        """The latest slot this replica admitted under a lease of ``name`` it dropped since
+        (forgotten once asked: a takeover asks it). That slot's row may still be on its way
+        to the ledger — an admission waits for the pool while a late beat, or a fenced insert
+        of a later slot, drops the lease — and when this replica takes the lease again, that
+        write goes through the lease as held then: planned again from a ledger that lacks it,
+        the slot would run twice (CI saw it under load, on MariaDB, both at one replica)."""
+        return self._dropped.pop(name, None)
 
     def _admits(self, name: str, slot: datetime) -> Held | None:
         held = self.held.get(name)
@@ -180,7 +207,8 @@ class ClusterGate:
         if len(written) < len(rows):
             kept = {r.id for r in written}
             fenced = [row for row in rows if row.id not in kept]
-            for row in fenced:
+            for row in sorted(fenced, key=lambda r: r.scheduled_at):
+                self._never_landed(row.name, row.scheduled_at)
                 self.drop(row.name)
             _tell(
                 logging.WARNING,
@@ -282,16 +310,9 @@ class Membership:
         released: list[str] = []
         lost: list[str] = []
         moved: list[str] = []
-        # of the leases dropped here, the latest slot each admitted: taken again at this beat,
-        # the catch-up starts after it
-        admitted: dict[str, datetime] = {}
         for name in list(self.gate.held):
             token = held.get(name)
             mine = self.gate.held[name]
-            if (token is None or token != mine.token or answered >= mine.valid_until) and (
-                mine.admitted is not None
-            ):
-                admitted[name] = mine.admitted
             if token is None or token != mine.token:
                 self.gate.drop(name)
                 heir = owner_of(name, members)
@@ -319,10 +340,10 @@ class Membership:
         _tell(logging.WARNING, "lease lost — taken over", lost)
         _tell(logging.INFO, "ownership moved", moved)
         gained = {n: t for n, t in held.items() if n in self.schedules and n not in self.gate.held}
-        return await self._take_over(gained, valid_until, admitted) if gained else {}
+        return await self._take_over(gained, valid_until) if gained else {}
 
     async def _take_over(
-        self, gained: dict[str, int], valid_until: float, admitted: Mapping[str, datetime]
+        self, gained: dict[str, int], valid_until: float
     ) -> dict[str, CatchUpPlan]:
         try:
             last = await self.store.last_runs(list(gained))
@@ -337,7 +358,8 @@ class Membership:
             schedule = self.schedules[name]
             last_run = last.get(name)
             last_slot = None if last_run is None else last_run.scheduled_at
-            if (ours := admitted.get(name)) is not None and (last_slot is None or ours > last_slot):
+            ours = self.gate.admitted_before(name)
+            if ours is not None and (last_slot is None or ours > last_slot):
                 last_slot = ours  # admitted here, its row not (yet) in the ledger
             boundary = now if last_slot is None else max(now, last_slot)
             plan = plan_takeover(

@@ -249,6 +249,29 @@ def read_markers(directory: Path, name: str | None = None) -> list[Marker]:
     return sorted(out, key=lambda m: (m.slot, m.run_id))
 
 
+def twice_run(directory: Path, url: str) -> list[dict[str, Any]]:
+    """Each slot whose handler ran more than once (the markers in ``directory``), with what
+    tells how: each execution's replica and run id, and the ledger's rows for the slot."""
+    markers = read_markers(directory)
+    counts = Counter((m.name, m.slot) for m in markers)
+    twice = {key for key, n in counts.items() if n > 1}
+    if not twice:
+        return []
+    rows = fetch_runs(url)
+    return [
+        {
+            "slot": f"{name} {iso_z(slot)}",
+            "ran": [(m.replica_id, m.run_id) for m in markers if (m.name, m.slot) == (name, slot)],
+            "rows": [
+                (r.replica_id, r.id, r.status, r.trigger, r.fired_at, r.finished_at)
+                for r in rows
+                if (r.name, r.scheduled_at) == (name, slot)
+            ],
+        }
+        for name, slot in sorted(twice)
+    ]
+
+
 # ------------------------------------------------------------------------------- logs
 
 SKIP_LINE = re.compile(
