@@ -222,9 +222,14 @@ def plan_turn(
     replica_id: str,
     heartbeat_ms: int,
     adoption_bound: Callable[[RunRecord], timedelta],
+    here: Callable[[str], bool] = lambda run_id: False,
 ) -> TurnPlan:
     """Decide one firing's turn from its schedule's ``line`` (every ``queued``/``running`` row
     of the schedule, read under the line's lock).
+
+    ``here(run_id)``: whether this replica is running (or beating the place of) the row now —
+    its own rows are live while it says so, however late their beat (a loaded machine: the
+    next occurrence started beside one still running here, CI saw it on MariaDB).
 
     ``me`` is the firing's row: a candidate not yet written (``new``) or its ``queued`` row.
     Order is by ``scheduled_at`` (ties by id), never by who looked first. A live ``running``
@@ -251,7 +256,9 @@ def plan_turn(
         return last_seen(row.fired_at, row.heartbeat_at) or now
 
     def alive(row: RunRecord) -> bool:
-        return is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms)
+        if is_live(row.status, row.fired_at, row.heartbeat_at, now, heartbeat_ms):
+            return True
+        return row.replica_id == replica_id and here(row.id)
 
     blocker: RunRecord | None = None
     adopt: RunRecord | None = None

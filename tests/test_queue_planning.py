@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from fastapi_voltro_schedules.enums import BackfillPolicy, CoordinationOutcome, RunStatus, Trigger
-from fastapi_voltro_schedules.planning import TurnAction, adoption_bound, plan_turn
+from fastapi_voltro_schedules.planning import TurnAction, TurnPlan, adoption_bound, plan_turn
 from fastapi_voltro_schedules.store import RunRecord
 
 NOW = datetime(2026, 9, 13, 10, 10, tzinfo=UTC)
@@ -109,3 +110,35 @@ def test_under_backfill_all_a_dead_waiter_is_adopted_whatever_its_silence() -> N
     # latest/skip keep the bound: past it a newer slot is due, which is all they owe
     for policy in (BackfillPolicy.LATEST, BackfillPolicy.SKIP):
         assert adoption_bound(PERIOD, None, policy) == 2 * PERIOD
+
+
+@pytest.mark.parametrize("status", [R, Q])
+def test_a_row_going_here_is_live_however_late_its_beat(status: RunStatus) -> None:
+    """This replica's own row that it runs (or keeps the place of) now blocks the line even
+    when its beat is late enough to read dead — a loaded machine held the watchdog back and
+    the next occurrence started beside the one still running here (MariaDB, CI). Another
+    replica's silent row is still judged by its beat, and so is one of ours no longer going."""
+    silent = row("sr_a", 8, status, "me", 10)
+    mine_going = {"sr_a"}.__contains__
+
+    def plan(line: list[RunRecord], here: Callable[[str], bool]) -> TurnPlan:
+        return plan_turn(
+            line,
+            ME_NEW,
+            new=True,
+            now=NOW,
+            replica_id="me",
+            heartbeat_ms=BEAT_MS,
+            adoption_bound=lambda r: adoption_bound(PERIOD, None),
+            here=here,
+        )
+
+    waits = plan([silent], mine_going)
+    assert waits.action is TurnAction.WAIT and waits.blocker == silent
+    assert waits.writes == [] and waits.dead_running == []
+    # the same row, no longer going here: dead (running: marked; queued: adopted)
+    gone = plan([silent], lambda run_id: False)
+    assert gone.action is (TurnAction.START if status is R else TurnAction.ADOPT)
+    # another replica's row with our id-set's answer is judged by its beat
+    theirs = plan([row("sr_a", 8, status, "pod-a", 10)], mine_going)
+    assert theirs.action is gone.action

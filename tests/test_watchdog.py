@@ -180,7 +180,9 @@ async def test_a_herd_watch_cancels_its_live_runs_at_the_deadline_and_leaves_no_
         herd = dog.watch_herd(T0 + timedelta(seconds=10), (clock.monotonic(), T0))
         places = [herd.add(name, Stop(cancelled, name)) for name in ("a", "b", "c")]
         assert places == [0, 1, 2]
+        assert [dog.beats(n) for n in ("a", "b", "c", "z")] == [True, True, True, False]
         assert dog.end(herd, 0) is False  # over before its deadline
+        assert not dog.beats("a") and dog.beats("b")  # going here: what the queue line asks
         dog._expire(clock.monotonic() + 9)
         assert cancelled == []
         dog._expire(clock.monotonic() + 10.5)

@@ -128,6 +128,7 @@ class DurableLine:
                 replica_id=self.replica_id,
                 heartbeat_ms=self.heartbeat_ms,
                 adoption_bound=self._bound(schedule),
+                here=self.watchdog.beats,
             )
 
         return decide
