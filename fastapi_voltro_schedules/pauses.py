@@ -3,9 +3,10 @@
 The truth is the ``_voltro_schedule_pauses`` table. Each process keeps a copy of it in memory
 (:class:`Pauses`), read at boot before any timer is armed, refreshed every
 :data:`REFRESH_SECONDS` (on a SQLite file only once something was written since the last read:
-the files' ``stat`` says so), and updated at once by this process's own pause/resume calls — so the
-hot paths (the timer, admission, the trigger route) ask a dict, never the database, and a pause
-made on one replica stops the others within about a second.
+the files' ``stat`` says so), and updated at once by this process's own pause/resume calls —
+from the instant they are stamped with, before their write returns — so the hot paths (the
+timer, admission, the trigger route) ask a dict, never the database, and a pause made on one
+replica stops the others within about a second.
 
 What "paused" means, at each place a firing can start:
 
