@@ -35,6 +35,22 @@ ME_NEW = row("sr_me", 9, RunStatus.QUEUED, "me", 0)
 Q, R = RunStatus.QUEUED, RunStatus.RUNNING
 
 
+def turn(
+    line: list[RunRecord], *, new: bool = True, here: Callable[[str], bool] = lambda r: False
+) -> TurnPlan:
+    """``ME_NEW``'s turn at ``NOW`` on replica ``me``, the bound derived from the period."""
+    return plan_turn(
+        line,
+        ME_NEW,
+        new=new,
+        now=NOW,
+        replica_id="me",
+        heartbeat_ms=BEAT_MS,
+        adoption_bound=lambda r: adoption_bound(PERIOD, None),
+        here=here,
+    )
+
+
 @pytest.mark.parametrize(
     ("line", "new", "action", "run_id", "abandoned"),
     [
@@ -58,15 +74,7 @@ Q, R = RunStatus.QUEUED, RunStatus.RUNNING
 def test_plan_turn(
     line: list[RunRecord], new: bool, action: TurnAction, run_id: str | None, abandoned: list[str]
 ) -> None:
-    plan = plan_turn(
-        line,
-        ME_NEW,
-        new=new,
-        now=NOW,
-        replica_id="me",
-        heartbeat_ms=BEAT_MS,
-        adoption_bound=lambda r: adoption_bound(PERIOD, None),
-    )
+    plan = turn(line, new=new)
     assert plan.action is action
     assert (plan.run.id if plan.run else None) == run_id
     assert [r.id for r in plan.abandoned] == abandoned
@@ -120,25 +128,12 @@ def test_a_row_going_here_is_live_however_late_its_beat(status: RunStatus) -> No
     replica's silent row is still judged by its beat, and so is one of ours no longer going."""
     silent = row("sr_a", 8, status, "me", 10)
     mine_going = {"sr_a"}.__contains__
-
-    def plan(line: list[RunRecord], here: Callable[[str], bool]) -> TurnPlan:
-        return plan_turn(
-            line,
-            ME_NEW,
-            new=True,
-            now=NOW,
-            replica_id="me",
-            heartbeat_ms=BEAT_MS,
-            adoption_bound=lambda r: adoption_bound(PERIOD, None),
-            here=here,
-        )
-
-    waits = plan([silent], mine_going)
+    waits = turn([silent], here=mine_going)
     assert waits.action is TurnAction.WAIT and waits.blocker == silent
     assert waits.writes == [] and waits.dead_running == []
     # the same row, no longer going here: dead (running: marked; queued: adopted)
-    gone = plan([silent], lambda run_id: False)
+    gone = turn([silent])
     assert gone.action is (TurnAction.START if status is R else TurnAction.ADOPT)
     # another replica's row with our id-set's answer is judged by its beat
-    theirs = plan([row("sr_a", 8, status, "pod-a", 10)], mine_going)
+    theirs = turn([row("sr_a", 8, status, "pod-a", 10)], here=mine_going)
     assert theirs.action is gone.action
