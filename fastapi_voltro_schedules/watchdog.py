@@ -142,12 +142,7 @@ class Watchdog:
         beat held back by a loaded machine or a slow database leaves a run that is going here
         looking dead. A scan of the runs in flight: asked by the slow paths only (a queue's
         line, the takeovers of rows left behind), never per firing."""
-        if run_id in self._runs:
-            return True
-        for herd in self._herds:
-            if run_id in herd.run_ids and herd.stops[herd.run_ids.index(run_id)] is not None:
-                return True
-        return False
+        return run_id in self._runs or any(run_id in herd.beating() for herd in self._herds)
 
     def unwatch(self, watched: Watched) -> None:
         if self._runs.get(watched.run_id) is watched:
