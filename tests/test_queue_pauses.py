@@ -84,10 +84,14 @@ async def test_a_pause_holds_the_firings_waiting_in_line_until_the_resume(
 
         await wait_until(held_or_started, what="12:02's turn, held or started")
         assert started(line) == [minute(1)], "a queued firing started while paused"
-        rows = await runs_of(s, "batch")
-        assert [(r.scheduled_at, r.status) for r in rows if r.scheduled_at == minute(1)] == [
-            (minute(1), RunStatus.SUCCEEDED)
-        ]
+        # the turn comes as 12:01's handler ends; its row's outcome is written just after
+        async def first_over() -> list[tuple[datetime, RunStatus]]:
+            rows = await runs_of(s, "batch")
+            ended = [(r.scheduled_at, r.status) for r in rows if r.scheduled_at == minute(1)]
+            return ended if all(st.terminal for _, st in ended) else []
+
+        ended = await wait_until(first_over, what="12:01's row terminal")
+        assert ended == [(minute(1), RunStatus.SUCCEEDED)]
         assert await waiting(s) == [minute(2), minute(3)]  # held, in line, visible
         await clock.advance(60)  # 12:04 comes due paused: no row at all
         await s.resume("batch", by="oncall")
