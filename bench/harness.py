@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class System:
     """Ours only: more lead before a herd instant — ``cluster`` settles who owns what over
     its first beats (each replica takes its share at the beat after it sees the others), and a
     herd measured before that is one replica's herd, not three."""
+    heartbeat_ms: int = 2000
+    """Ours only, under ``cluster``: ``schedule_heartbeat_ms`` (a beat, and half a lease)."""
     gc_freeze: bool = False
     """Ours only: the worker calls ``gc.freeze()`` once armed, as an app may in its lifespan
     (not a default of the package: it changes the whole process's collector)."""
@@ -80,6 +82,19 @@ OURS_PG3_CLUSTER = System(
     coordination="cluster",
     settle_s=6.0,  # three 2 s beats: every replica has seen the others and taken its share
 )
+
+
+def cluster_beating(heartbeat_ms: int) -> System:
+    """:data:`OURS_PG3_CLUSTER` beating every ``heartbeat_ms``, settled over three beats."""
+    return replace(
+        OURS_PG3_CLUSTER,
+        label="ours, Postgres ×3 replicas, coordination=cluster "
+        f"(heartbeat {heartbeat_ms / 1000:g} s)",
+        heartbeat_ms=heartbeat_ms,
+        settle_s=3 * heartbeat_ms / 1000,
+    )
+
+
 OURS_SQLITE_FROZEN = System(
     "ours-sqlite-frozen", "ours, SQLite ledger, app calls gc.freeze()", "bench.ours", gc_freeze=True
 )
@@ -111,6 +126,10 @@ class Config:
     peers: bool = True
     peer_names: tuple[str, ...] = ("aps3", "aps4")
     """Which peers run when ``peers`` is on (``bench.scale`` runs APScheduler 3 only)."""
+    cluster_heartbeat_ms: int | None = None
+    """The ``cluster`` replicas' beat (default: :data:`OURS_PG3_CLUSTER`'s 2 s)."""
+    only: tuple[str, ...] = ()
+    """Run only the systems with these keys (empty: all)."""
     graceful: bool = False
     """Shut the scheduler down properly after measuring (smoke mode); else the worker exits
     hard once its figures are out, so a backlog's shutdown does not eat the time budget."""
@@ -121,9 +140,14 @@ class Config:
         found = [OURS_SQLITE]
         if self.postgres_url:
             # the herd sets ×3 beside ×1: scaling out must be faster, not only correct
-            found.extend([OURS_PG, OURS_PG3, OURS_PG3_CLUSTER] if replicas else [OURS_PG])
+            cluster = OURS_PG3_CLUSTER
+            if self.cluster_heartbeat_ms is not None:
+                cluster = cluster_beating(self.cluster_heartbeat_ms)
+            found.extend([OURS_PG, OURS_PG3, cluster] if replicas else [OURS_PG])
         if self.peers:
             found += [peer for peer in (APS3, APS4) if peer.peer in self.peer_names]
+        if self.only:
+            found = [s for s in found if s.key in self.only]
         return found
 
 
@@ -217,6 +241,7 @@ def run_worker(
                 p["gc_freeze"] = True
             if system.coordination:
                 p["coordination"] = system.coordination
+                p["heartbeat_ms"] = system.heartbeat_ms
             with open(log, "w") as err:
                 proc = subprocess.Popen(
                     [system.python, "-m", system.module, workload, json.dumps(p)],

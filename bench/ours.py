@@ -60,15 +60,18 @@ async def written_handler(ctx: ScheduleContext) -> None:
     FIRINGS.record(ctx.name, ctx.scheduled_at.timestamp())
 
 
-def build(n: int, cron: str, url: str, coordination: str | None = None) -> Scheduling:
+def build(
+    n: int, cron: str, url: str, coordination: str | None = None, heartbeat_ms: int = 2000
+) -> Scheduling:
     schedules = [
         define_schedule(name=f"s{i}", cron=cron, timezone="UTC", handler=handler) for i in range(n)
     ]
     extra: dict[str, Any] = {}
     if coordination:
-        # cluster: a 2 s beat (leases of 4 s), so ownership settles among the three within
-        # the lead, and a beat renewing 10,000 leases on a loaded box stays inside its lease
-        extra = {"coordination": coordination, "schedule_heartbeat_ms": 2000}
+        # cluster: a 2 s beat by default (leases of 4 s), so ownership settles among the three
+        # within the lead, and a beat renewing 10,000 leases on a loaded box stays inside its
+        # lease (``bench.scale --cluster-heartbeat-ms`` for more schedules)
+        extra = {"coordination": coordination, "schedule_heartbeat_ms": heartbeat_ms}
     config = SchedulingConfig(
         database_url=url, run_retention_ms=None, shutdown_grace_ms=2000, **extra
     )
@@ -140,7 +143,7 @@ async def herd(p: dict[str, Any]) -> dict[str, Any]:
     n, at, url = p["n"], p["at"], p["url"]
     instant = datetime.fromtimestamp(at, UTC)
     cron = f"{instant.second} {instant.minute} {instant.hour} * * *"
-    scheduling = build(n, cron, url, p.get("coordination"))
+    scheduling = build(n, cron, url, p.get("coordination"), p.get("heartbeat_ms", 2000))
     async with scheduling.run():
         armed = time.time()
         claim_statements = count_claim_statements(scheduling)

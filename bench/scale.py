@@ -34,6 +34,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--postgres-url", help="also the herd on Postgres (tables reset!)")
     parser.add_argument("--no-peers", action="store_true", help="ours only")
     parser.add_argument(
+        "--cluster-heartbeat-ms",
+        type=int,
+        help="the cluster replicas' beat (default 2000; settling takes three)",
+    )
+    parser.add_argument(
+        "--only", action="append", default=[], help="only this system key (repeatable)"
+    )
+    parser.add_argument(
         "--skip", action="append", default=[], choices=["boot", "idle", "herd"], help="repeatable"
     )
     return parser.parse_args(argv)
@@ -46,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         postgres_url=args.postgres_url,
         peers=not args.no_peers,
         peer_names=("aps3",),  # APScheduler 4 writes each of 100,000 schedules on its own
+        cluster_heartbeat_ms=args.cluster_heartbeat_ms,
+        only=tuple(args.only),
     )
     started = time.time()
     env = harness.environment(cfg)

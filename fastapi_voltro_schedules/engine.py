@@ -462,7 +462,7 @@ class Engine:
             schedule.name, schedule.on_overlap, schedule.backfill is BackfillPolicy.ALL
         )
         if self.membership is not None:
-            self.membership.schedules[schedule.name] = schedule
+            self.membership.put(schedule)
         self.timer.rearm(schedule, after)
 
     def disarm_written(self, name: str) -> bool:
@@ -470,7 +470,7 @@ class Engine:
         flight finishes and is recorded as usual. ``False`` when it was not running here."""
         known = self._schedules.pop(name, None) is not None
         if self.membership is not None:
-            self.membership.schedules.pop(name, None)
+            self.membership.pop(name)
         return self.timer.disarm(name) or known
 
     async def write_off_deleted(self, name: str, deleted_at: datetime) -> int:

@@ -287,6 +287,35 @@ def _one_member(store: Store, schedule: Schedule) -> tuple[ManualClock, ClusterG
     return clock, gate, membership
 
 
+async def test_the_assignment_is_worked_out_again_when_schedules_or_members_change(
+    store: Store,
+) -> None:
+    """A beat keeps what rendezvous gave it while nothing changed (100,000 schedules are
+    300,000 hashes a beat); a run-time schedule written or deleted, or a member joining, is
+    shared out again at the next beat."""
+    from fastapi_voltro_schedules import define_schedule
+
+    async def noop(ctx: object) -> None:
+        return None
+
+    def schedule(name: str) -> Schedule:
+        return define_schedule(name=name, cron="* * * * *", timezone="UTC", handler=noop)
+
+    _, _, membership = _one_member(store, _schedule_x("* * * * *"))
+    assert membership.want(["a"]) == ["x"]
+    membership.put(schedule("w"))
+    assert membership.want(["a"]) == ["w", "x"]
+    membership.pop("x")
+    assert membership.want(["a"]) == ["w"]
+    names = [f"s{i}" for i in range(40)]
+    for name in names:
+        membership.put(schedule(name))
+    two = ["a", "b"]
+    assert membership.want(two) == assigned(sorted(["w", *names]), two, "a")
+    assert 0 < len(membership.want(two)) < 41  # b's share is not a's
+    assert membership.want(["a"]) == sorted(["w", *names])  # b left
+
+
 async def test_a_lease_that_lapsed_here_but_was_held_on_is_caught_up(store: Store) -> None:
     """A late beat: the replica stopped trusting its lease (the local bound) and its gate
     refused a slot, while the database kept the lease its own with the same token. The next beat

@@ -277,6 +277,30 @@ class Membership:
         heir's next beat): they fire whatever the backfill policy."""
         self.members: list[str] = []
         self._created: set[str] = set()
+        self._assignment: tuple[list[str], list[str]] | None = None
+        """The last beat's members and what rendezvous gave this replica among them (see
+        :meth:`want`)."""
+
+    def put(self, schedule: Schedule) -> None:
+        """``schedule`` is run here now (a run-time one written): the next beat shares it out."""
+        self.schedules[schedule.name] = schedule
+        self._assignment = None
+
+    def pop(self, name: str) -> None:
+        """``name`` is no longer run here (a run-time one deleted)."""
+        if self.schedules.pop(name, None) is not None:
+            self._assignment = None
+
+    def want(self, members: list[str]) -> list[str]:
+        """The schedules this replica should own among ``members``. Kept while neither the
+        members nor the schedules change: at 100,000 schedules and three members the
+        rendezvous is 300,000 hashes (~0.3 s of CPU), and every beat would pay it."""
+        cached = self._assignment
+        if cached is not None and cached[0] == members:
+            return cached[1]
+        want = assigned(sorted(self.schedules), members, self.replica_id)
+        self._assignment = (list(members), want)
+        return want
 
     async def beat(self) -> dict[str, CatchUpPlan]:
         """One beat: register, compute the assignment, renew/release/take leases; returns the
@@ -285,12 +309,11 @@ class Membership:
         leases are then trusted only until their local bound, and expire on the database by
         themselves."""
         sent = time.monotonic()
-        names = sorted(self.schedules)
         try:
             members = await self.leases.beat(self.replica_id, self.ttl_ms)
             if self.replica_id not in members:
                 members = sorted([*members, self.replica_id])
-            want = assigned(names, members, self.replica_id)
+            want = self.want(members)
             ensure = [n for n in want if n not in self._created]
             held = await self.leases.sync(self.replica_id, want, self.ttl_ms, ensure=ensure)
         except StoreUnavailableError as exc:
