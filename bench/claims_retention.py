@@ -11,7 +11,8 @@ the worker also follows every retention sweep (rows deleted, time taken, whether
 
 - **Postgres** (``--postgres-url``): ``n`` ``self`` schedules under ``advisoryLock``, the default
   there — every firing claims its slot, the case issue 29 item 10 is about.
-- **SQLite** (a fresh file): coordination is ``single``, where the timer claims nothing; an
+- **SQLite** (a fresh file; ``--sqlite-mode timer``: ``n`` ``self`` schedules, the ledger's
+  retention alone): coordination is ``single``, where the timer claims nothing; an
   external arrival is claimed on every store, so the ``n`` schedules are ``trigger="external"``
   and a driver delivers one arrival per schedule at every whole second through the engine's
   external admission (``Engine.fire(FireRequest(schedule, slot, Why.ARRIVAL))``: the claim, the run
@@ -391,6 +392,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument(
+        "--sqlite-mode",
+        choices=["external", "timer"],
+        default="external",
+        help="SQLite: arrivals through the external admission (claims) or the timer's own "
+        "self firings (no claim under single: the ledger's retention alone)",
+    )
+    parser.add_argument(
         "--postgres-url", help="e.g. postgresql+asyncpg://postgres@127.0.0.1/voltro_bench"
     )
     parser.add_argument("--json", help="also write every result to this file")
@@ -409,7 +417,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_sqlite:
             url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
-            params = common | {"label": "sqlite", "mode": "external", "url": url, "postgres": False}
+            params = common | {
+                "label": "sqlite",
+                "mode": args.sqlite_mode,
+                "url": url,
+                "postgres": False,
+            }
             results.append(run_worker(params))
             report(results[-1])
     if args.postgres_url:

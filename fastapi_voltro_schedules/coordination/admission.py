@@ -28,6 +28,7 @@ from ..planning import TurnAction
 from ..retries import RetryStart, final_message, plan_retry_start
 from ..store import RunRecord, new_run_id, new_run_ids
 from .base import Admission, Gate, Step, Turn, Verdict
+from .overlap_reads import OverlapReads
 from .queue import hold_while_paused
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class Admitter:
         self.inflight = inflight
         self.ledger = ledger
         self.store = store
+        self._overlap_reads = OverlapReads(lambda names: self.store.live_runs(names))
         self.clock = clock
         self.replica_id = replica_id
 
@@ -605,7 +607,7 @@ class Admitter:
         blind: set[str] = set()
         if ask:
             try:
-                for row in await self.store.live_runs(ask):
+                for row in await self._overlap_reads(ask):
                     elsewhere[row.name].append(row)
             except StoreUnavailableError as exc:
                 # Fail closed for the skip schedules only: they cannot see the cluster.
