@@ -9,6 +9,11 @@ to be sent joins it: the reads asked in one turn of the loop go as one statement
 chunks the names), and each asker gets its own schedules' rows.
 
 Freshness is unchanged: the statement is sent after every asker asked.
+
+Not :class:`..batching.GroupCommit`: there one of the askers sends the batch, and its
+cancellation cancels every answer in it (right for writes at shutdown). An arrival's request
+may be cancelled on its own (a client gone); the read here is a task of its own, so the others
+still get their rows.
 """
 
 from __future__ import annotations
