@@ -71,3 +71,21 @@ async def test_an_asker_cancelled_meanwhile_leaves_the_others_their_answer() -> 
     with pytest.raises(asyncio.CancelledError):
         await first
     assert table.sent == [["a", "b"]]
+
+
+async def test_a_read_cancelled_itself_cancels_every_answer_instead_of_leaving_it() -> None:
+    inside, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(names: list[str]) -> list[RunRecord]:
+        inside.set()
+        await never.wait()
+        return []
+
+    reads = OverlapReads(stuck)
+    askers = [asyncio.ensure_future(reads([name])) for name in ("a", "b")]
+    await inside.wait()
+    for task in list(reads._sending):
+        task.cancel()  # what the loop's close does to a task still running
+    for asker in askers:  # a deadline only a hang reaches: the answers left pending
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asker, timeout=60)

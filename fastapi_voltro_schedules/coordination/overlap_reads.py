@@ -61,6 +61,10 @@ class OverlapReads:
                 if not answer.done():
                     answer.set_exception(exc)
             return
+        except BaseException:  # the read itself cancelled (the loop closing): nobody waits on
+            for _, answer in asked:  # an answer that will never come
+                answer.cancel()
+            raise
         if alone:
             if not asked[0][1].done():
                 asked[0][1].set_result(list(rows))
