@@ -68,12 +68,6 @@ async def catch_up(
         if pauses.is_paused(schedule.name):
             continue  # the live timer drops its slots until resumed
         since = pauses.catch_up_from(schedule.name, after)
-        born = versions.born_at_or_after(schedule.name, horizon)
-        if born is not None:
-            # Recorded by this boot (or within its grace): nothing is owed before its cadence
-            # began — what the plan below finds, without 100,000 empty plans on a first boot.
-            start_from[schedule.name] = max(horizon, born, since or born)
-            continue
         # Only the slots the definition versions say are owed: a cron edited between deploys
         # owes no slot of its new cadence from before it took effect (definitions.py). A
         # previous cadence's slots are never the live timer's (it follows the current cron),

@@ -149,16 +149,6 @@ class Versions:
         versions.insert(0, record)
         return True
 
-    def born_at_or_after(self, name: str, instant: datetime) -> datetime | None:
-        """When ``name``'s only version took effect, if that is at or after ``instant`` (else,
-        or with more versions, or a tombstone: ``None``). Such a schedule owes no slot before
-        that moment: its one cadence begins there."""
-        versions = self._by_name.get(name)
-        if versions is None or len(versions) != 1 or versions[0].deleted:
-            return None
-        effective = versions[0].effective_from
-        return effective if effective >= instant else None
-
     def first_effective(self, name: str) -> datetime | None:
         """When the schedule came to exist (its first version took effect)."""
         versions = self._by_name.get(name)
